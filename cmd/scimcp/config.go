@@ -1,0 +1,254 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is everything `scimcp serve` can be told. Each field has a flag, an
+// environment variable and a key of the JSON config file; flags win over the
+// environment, which wins over the file, which wins over the defaults.
+type config struct {
+	Workspace  string
+	Data       string
+	Config     string
+	Stdio      bool
+	HTTP       string
+	TokenFile  string
+	LogLevel   string
+	LogJSON    bool
+	SessionTTL time.Duration
+	Groups     string
+	ToolPolicy string
+}
+
+// setting describes one configurable value.
+type setting struct {
+	name  string // flag name and config-file key
+	env   string
+	usage string
+	ptr   any // *string, *bool or *time.Duration
+}
+
+func (c *config) settings() []setting {
+	return []setting{
+		{"workspace", "SCIMCP_WORKSPACE", "workspace folder the tools work in (default: the current folder)", &c.Workspace},
+		{"data", "SCIMCP_DATA", "data folder for state.db, stored outputs and logs (default: a per-workspace folder under $XDG_DATA_HOME/scimcp)", &c.Data},
+		{"config", "SCIMCP_CONFIG", "JSON config file whose keys are these flag names", &c.Config},
+		{"stdio", "SCIMCP_STDIO", "serve MCP over stdin/stdout (the default when --http is not given)", &c.Stdio},
+		{"http", "SCIMCP_HTTP", "serve streamable HTTP at ADDR/mcp, e.g. 127.0.0.1:8765", &c.HTTP},
+		{"token-file", "SCIMCP_TOKEN_FILE", "file holding the bearer token HTTP clients must send (required beyond loopback)", &c.TokenFile},
+		{"log-level", "SCIMCP_LOG_LEVEL", "trace, debug, info, warn or error", &c.LogLevel},
+		{"log-json", "SCIMCP_LOG_JSON", "log JSON lines (to stderr)", &c.LogJSON},
+		{"session-ttl", "SCIMCP_SESSION_TTL", "reclaim HTTP sessions idle this long", &c.SessionTTL},
+		{"groups", "SCIMCP_GROUPS", "comma-separated optional tool groups to turn on (base tools are always on)", &c.Groups},
+		{"tool-policy", "SCIMCP_TOOL_POLICY", "comma-separated whitelist of tool names every session is limited to (empty: no limit)", &c.ToolPolicy},
+	}
+}
+
+func defaultConfig() config {
+	return config{LogLevel: "info", SessionTTL: 30 * time.Minute}
+}
+
+// parseServe reads flags, environment and config file into a config.
+func parseServe(args []string, getenv func(string) string) (config, error) {
+	c := defaultConfig()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	flagVals := defaultConfig() // flags parse into a shadow copy
+	shadow := flagVals.settings()
+	for _, s := range shadow {
+		usage := s.usage + " [$" + s.env + "]"
+		switch p := s.ptr.(type) {
+		case *string:
+			fs.StringVar(p, s.name, *p, usage)
+		case *bool:
+			fs.BoolVar(p, s.name, *p, usage)
+		case *time.Duration:
+			fs.DurationVar(p, s.name, *p, usage)
+		}
+	}
+	fs.Usage = func() {
+		fmt.Fprintln(os.Stderr, "Usage: scimcp serve [flags]\n\nServes the scimcp MCP tools over stdio (default) and/or streamable HTTP.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+
+	// The config file's path itself may come from a flag or the environment.
+	file := getenv("SCIMCP_CONFIG")
+	if explicit["config"] {
+		file = flagVals.Config
+	}
+	settings := c.settings()
+	if file != "" {
+		if err := applyFile(settings, file); err != nil {
+			return c, err
+		}
+		c.Config = file
+	}
+	for _, s := range settings {
+		if v, ok := lookupEnv(getenv, s.env); ok {
+			if err := setValue(s, v); err != nil {
+				return c, fmt.Errorf("$%s: %w", s.env, err)
+			}
+		}
+	}
+	for i, s := range settings {
+		if explicit[s.name] {
+			copyValue(s.ptr, shadow[i].ptr)
+		}
+	}
+	return c, nil
+}
+
+func lookupEnv(getenv func(string) string, name string) (string, bool) {
+	v := getenv(name)
+	return v, v != ""
+}
+
+func applyFile(settings []setting, file string) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("config file %s: %w", file, err)
+	}
+	known := map[string]setting{}
+	for _, s := range settings {
+		known[s.name] = s
+	}
+	for k, raw := range m {
+		s, ok := known[k]
+		if !ok {
+			continue // keys of later sections (mcpServers, runners, ...) are read by their owners
+		}
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return fmt.Errorf("config file %s: key %q: %w", file, k, err)
+		}
+		if err := setValue(s, fmt.Sprint(v)); err != nil {
+			return fmt.Errorf("config file %s: key %q: %w", file, k, err)
+		}
+	}
+	return nil
+}
+
+func setValue(s setting, v string) error {
+	switch p := s.ptr.(type) {
+	case *string:
+		*p = v
+	case *bool:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%s: want true or false, got %q", s.name, v)
+		}
+		*p = b
+	case *time.Duration:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%s: want a duration such as 30m, got %q", s.name, v)
+		}
+		*p = d
+	}
+	return nil
+}
+
+func copyValue(dst, src any) {
+	switch d := dst.(type) {
+	case *string:
+		*d = *src.(*string)
+	case *bool:
+		*d = *src.(*bool)
+	case *time.Duration:
+		*d = *src.(*time.Duration)
+	}
+}
+
+// resolvePaths fills in the workspace and data defaults.
+func (c *config) resolvePaths() error {
+	if c.Workspace == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		c.Workspace = wd
+	}
+	abs, err := filepath.Abs(c.Workspace)
+	if err != nil {
+		return err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	c.Workspace = abs
+	if c.Data == "" {
+		c.Data = defaultDataDir(abs)
+	}
+	c.Data, err = filepath.Abs(c.Data)
+	return err
+}
+
+// defaultDataDir is $XDG_DATA_HOME/scimcp/workspaces/<name>-<hash>: one data
+// folder per workspace, named so a person can tell which is which.
+func defaultDataDir(workspace string) string {
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		base = filepath.Join(home, ".local", "share")
+	}
+	sum := sha256.Sum256([]byte(workspace))
+	name := filepath.Base(workspace)
+	if name == "/" || name == "." {
+		name = "root"
+	}
+	return filepath.Join(base, "scimcp", "workspaces", name+"-"+hex.EncodeToString(sum[:6]))
+}
+
+func (c *config) token() (string, error) {
+	if c.TokenFile == "" {
+		return "", nil
+	}
+	data, err := os.ReadFile(c.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", errors.New("token file " + c.TokenFile + " is empty")
+	}
+	if len(tok) < 16 {
+		return "", fmt.Errorf("token in %s is %d characters; use at least 16 (e.g. `openssl rand -hex 32 > %s`)", c.TokenFile, len(tok), c.TokenFile)
+	}
+	return tok, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

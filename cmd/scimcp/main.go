@@ -1,0 +1,201 @@
+// Command scimcp serves a governed scientific workspace to AI agents over MCP.
+//
+//	scimcp serve [--stdio] [--http ADDR] [--workspace DIR] [--data DIR] ...
+//	scimcp version
+//	scimcp doctor
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/sciencediscovery/scimcp/mcpserver"
+	"github.com/sciencediscovery/scimcp/toolkit"
+	"github.com/sciencediscovery/scimcp/workspace"
+	"github.com/sciencediscovery/scimcp/workspace/store"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+const shutdownGrace = 5 * time.Second
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		if err := serve(args[1:], stdin, stdout, stderr); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			fmt.Fprintln(stderr, "scimcp:", err)
+			return 1
+		}
+		return 0
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "scimcp", fullVersion())
+		return 0
+	case "doctor":
+		return doctor(stdout)
+	case "help", "--help", "-h":
+		usage(stdout)
+		return 0
+	}
+	fmt.Fprintf(stderr, "scimcp: unknown command %q\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `scimcp: a governed scientific workspace for AI agents, served over MCP.
+
+Commands:
+  serve     serve the tools (stdio by default; --http ADDR for streamable HTTP)
+  doctor    show what this machine offers and how to install what is missing
+  version   print the version
+
+Run "scimcp serve --help" for the flags.
+`)
+}
+
+func fullVersion() string {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+	}
+	return v
+}
+
+func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	cfg, err := parseServe(args, os.Getenv)
+	if err != nil {
+		return err
+	}
+	if err := cfg.resolvePaths(); err != nil {
+		return err
+	}
+	level := hclog.LevelFromString(cfg.LogLevel)
+	if level == hclog.NoLevel {
+		return fmt.Errorf("--log-level %q: use trace, debug, info, warn or error", cfg.LogLevel)
+	}
+	log := hclog.New(&hclog.LoggerOptions{Name: "scimcp", Level: level, Output: stderr, JSONFormat: cfg.LogJSON})
+	useStdio := cfg.Stdio || cfg.HTTP == ""
+
+	token, err := cfg.token()
+	if err != nil {
+		return err
+	}
+	if cfg.HTTP != "" {
+		if err := mcpserver.CheckListenAddr(cfg.HTTP, token); err != nil {
+			return err
+		}
+	}
+
+	ws, err := workspace.Open(cfg.Workspace)
+	if err != nil {
+		return err
+	}
+	defer ws.Close()
+	st, err := store.Open(cfg.Data, store.Options{Version: version, Workspace: cfg.Workspace})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("close store", "error", err)
+		}
+	}()
+
+	srv, err := mcpserver.New(mcpserver.Options{
+		Version:    version,
+		Logger:     log,
+		Store:      st,
+		Tools:      toolkit.Catalogue(toolkit.Services{Workspace: ws}),
+		Groups:     groupsOf(splitList(cfg.Groups)),
+		ToolPolicy: splitList(cfg.ToolPolicy),
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("serving", "workspace", cfg.Workspace, "data", cfg.Data, "stdio", useStdio, "http", cfg.HTTP, "version", version)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 2)
+
+	var httpSrv *http.Server
+	var closeSessions func(context.Context)
+	if cfg.HTTP != "" {
+		ln, err := net.Listen("tcp", cfg.HTTP)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.HTTP, err)
+		}
+		var handler http.Handler
+		handler, closeSessions = srv.HTTPHandler(mcpserver.HTTPOptions{Token: token, SessionIdleTTL: cfg.SessionTTL})
+		httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+		log.Info("streamable HTTP ready", "url", "http://"+ln.Addr().String()+mcpserver.EndpointPath, "auth", token != "")
+		go func() {
+			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("http: %w", err)
+			}
+		}()
+	}
+	if useStdio {
+		go func() {
+			err := srv.ServeStdio(ctx, stdin, stdout)
+			if err == nil {
+				log.Info("stdin closed; shutting down")
+			}
+			errc <- err
+		}()
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("signal received; shutting down")
+	case runErr = <-errc:
+	}
+	stop()
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if httpSrv != nil {
+		closeSessions(sctx)
+		if err := httpSrv.Shutdown(sctx); err != nil {
+			log.Warn("http shutdown", "error", err)
+		}
+	}
+	return runErr
+}
+
+func groupsOf(names []string) []toolkit.Group {
+	out := make([]toolkit.Group, 0, len(names))
+	for _, n := range names {
+		out = append(out, toolkit.Group(strings.ToLower(n)))
+	}
+	return out
+}

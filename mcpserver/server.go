@@ -1,0 +1,262 @@
+// Package mcpserver wires scimcp's tool catalogue to the MCP protocol with
+// mcp-go: transports (stdio, streamable HTTP), sessions, visibility (groups and
+// toolPolicy), middleware and notifications. It holds no business logic.
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/sciencediscovery/scimcp/toolkit"
+	"github.com/sciencediscovery/scimcp/workspace/store"
+)
+
+// Options configure a Server. Every field but Tools has a working zero value.
+type Options struct {
+	Name    string // server name in initialize; default "scimcp"
+	Version string
+	Logger  hclog.Logger
+	// Store records sessions; nil keeps them in memory only (tests).
+	Store *store.Store
+	// Tools is the catalogue; which tools a session sees is decided by
+	// Groups and ToolPolicy.
+	Tools []toolkit.Tool
+	// Groups lists the optional tool groups that are on. GroupBase is always
+	// on.
+	Groups []toolkit.Group
+	// ToolPolicy, when non-empty, is a whitelist of tool names for every
+	// session; SetSessionPolicy narrows one session further.
+	ToolPolicy   []string
+	Instructions string
+}
+
+// Server is one MCP server: one tool registry and session table shared by
+// every transport it serves.
+type Server struct {
+	mcp  *server.MCPServer
+	log  hclog.Logger
+	opts Options
+
+	toolGroup map[string]toolkit.Group
+	groups    map[toolkit.Group]bool
+
+	mu       sync.Mutex
+	sessions map[string]*Session // by mcp-go session id
+}
+
+// Session is scimcp's view of one MCP session.
+type Session struct {
+	// ID is scimcp's session id: the Mcp-Session-Id for HTTP; for stdio, a
+	// fresh id per process ("stdio-…"), so stored state of two runs never
+	// mixes.
+	ID        string
+	MCPID     string
+	Transport string
+	Started   time.Time
+	// Policy, when non-nil, is this session's tool whitelist (a subagent's
+	// toolPolicy), applied on top of Options.ToolPolicy.
+	Policy []string
+}
+
+// New builds a server over opts.Tools.
+func New(opts Options) (*Server, error) {
+	if opts.Name == "" {
+		opts.Name = "scimcp"
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	s := &Server{
+		log:       opts.Logger,
+		opts:      opts,
+		toolGroup: map[string]toolkit.Group{},
+		groups:    map[toolkit.Group]bool{toolkit.GroupBase: true},
+		sessions:  map[string]*Session{},
+	}
+	for _, g := range opts.Groups {
+		s.groups[g] = true
+	}
+	hooks := &server.Hooks{}
+	hooks.AddOnRegisterSession(s.onRegister)
+	hooks.AddOnUnregisterSession(s.onUnregister)
+	hooks.AddAfterInitialize(s.afterInitialize)
+
+	srvOpts := []server.ServerOption{
+		server.WithToolCapabilities(true),
+		server.WithLogging(),
+		server.WithRecovery(),
+		server.WithHooks(hooks),
+		server.WithToolFilter(s.filterTools),
+		server.WithToolHandlerMiddleware(s.sessionMiddleware),
+		server.WithLogger(newSlog(opts.Logger.Named("mcp"))),
+	}
+	if opts.Instructions != "" {
+		srvOpts = append(srvOpts, server.WithInstructions(opts.Instructions))
+	}
+	s.mcp = server.NewMCPServer(opts.Name, opts.Version, srvOpts...)
+
+	seen := map[string]bool{}
+	var st []server.ServerTool
+	for _, t := range opts.Tools {
+		if seen[t.Name()] {
+			return nil, fmt.Errorf("tool %q is defined twice", t.Name())
+		}
+		seen[t.Name()] = true
+		s.toolGroup[t.Name()] = t.Group
+		st = append(st, server.ServerTool{Tool: t.Def, Handler: server.ToolHandlerFunc(t.Handler)})
+	}
+	s.mcp.AddTools(st...)
+	return s, nil
+}
+
+// MCP returns the underlying mcp-go server (for in-process test clients).
+func (s *Server) MCP() *server.MCPServer { return s.mcp }
+
+// SetSessionPolicy restricts one session to a whitelist of tool names (nil
+// lifts the restriction). It reports false if the session is unknown.
+func (s *Server) SetSessionPolicy(sessionID string, names []string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ss := range s.sessions {
+		if ss.ID == sessionID {
+			ss.Policy = slices.Clone(names)
+			return true
+		}
+	}
+	return false
+}
+
+// visible decides whether a session may see and call a tool: its group must
+// be on, and it must pass the global and the session's toolPolicy.
+func (s *Server) visible(sess *Session, name string) bool {
+	g, ok := s.toolGroup[name]
+	if !ok || !s.groups[g] {
+		return false
+	}
+	if len(s.opts.ToolPolicy) > 0 && !slices.Contains(s.opts.ToolPolicy, name) {
+		return false
+	}
+	if sess != nil && sess.Policy != nil && !slices.Contains(sess.Policy, name) {
+		return false
+	}
+	return true
+}
+
+// filterTools is mcp-go's tool filter: it runs on tools/list and on
+// tools/call ("tool not found"), so visibility is enforced, not advisory.
+func (s *Server) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+	sess := s.sessionFromContext(ctx)
+	out := tools[:0:0]
+	for _, t := range tools {
+		if s.visible(sess, t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (s *Server) sessionFromContext(ctx context.Context) *Session {
+	cs := server.ClientSessionFromContext(ctx)
+	if cs == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[cs.SessionID()]
+}
+
+// sessionMiddleware puts the caller's scimcp session id into the handler's
+// context.
+func (s *Server) sessionMiddleware(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if sess := s.sessionFromContext(ctx); sess != nil {
+			ctx = toolkit.WithSession(ctx, sess.ID)
+		}
+		return next(ctx, req)
+	}
+}
+
+func (s *Server) onRegister(ctx context.Context, cs server.ClientSession) {
+	mcpID := cs.SessionID()
+	sess := &Session{ID: mcpID, MCPID: mcpID, Transport: "http", Started: time.Now().UTC()}
+	if mcpID == "stdio" {
+		sess.ID, sess.Transport = "stdio-"+randomID(), "stdio"
+	}
+	s.mu.Lock()
+	s.sessions[mcpID] = sess
+	s.mu.Unlock()
+	rec := store.Session{ID: sess.ID, Transport: sess.Transport, StartedAt: sess.Started}
+	if ci, ok := cs.(server.SessionWithClientInfo); ok {
+		info := ci.GetClientInfo()
+		rec.ClientName, rec.ClientVersion = info.Name, info.Version
+	}
+	s.log.Debug("session registered", "session", sess.ID, "transport", sess.Transport, "client", rec.ClientName)
+	s.record(rec)
+}
+
+func (s *Server) afterInitialize(ctx context.Context, _ any, req *mcp.InitializeRequest, res *mcp.InitializeResult) {
+	sess := s.sessionFromContext(ctx)
+	if sess == nil || s.opts.Store == nil {
+		return
+	}
+	rec, ok, err := s.opts.Store.GetSession(sess.ID)
+	if err != nil || !ok {
+		return
+	}
+	rec.ClientName, rec.ClientVersion = req.Params.ClientInfo.Name, req.Params.ClientInfo.Version
+	rec.ProtocolVersion = res.ProtocolVersion
+	s.record(rec)
+}
+
+func (s *Server) onUnregister(ctx context.Context, cs server.ClientSession) {
+	s.mu.Lock()
+	sess := s.sessions[cs.SessionID()]
+	delete(s.sessions, cs.SessionID())
+	s.mu.Unlock()
+	if sess == nil {
+		return
+	}
+	s.log.Debug("session ended", "session", sess.ID)
+	if s.opts.Store != nil {
+		if err := s.opts.Store.EndSession(sess.ID, time.Now()); err != nil {
+			s.log.Warn("record session end", "session", sess.ID, "error", err)
+		}
+	}
+}
+
+func (s *Server) record(rec store.Session) {
+	if s.opts.Store == nil {
+		return
+	}
+	if err := s.opts.Store.PutSession(rec); err != nil {
+		s.log.Warn("record session", "session", rec.ID, "error", err)
+	}
+}
+
+// Sessions returns a snapshot of the live sessions.
+func (s *Server) Sessions() []Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Session, 0, len(s.sessions))
+	for _, ss := range s.sessions {
+		out = append(out, *ss)
+	}
+	return out
+}
+
+func randomID() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}
