@@ -175,7 +175,9 @@ if [[ "$MODE" != tests ]]; then
       set -e
       # One line per check plus the result line; full output only on failure.
       if [[ $rc -eq 0 ]]; then
-        grep -E '^(Passed:|.*\] (SUCCESS|WARNING|FAILURE) )' "$WORK/conf-$s.txt" | sed -E 's/\x1B\[[0-9;]*m//g; s/^[0-9T:.Z-]+ /  /' || true
+        sed -E 's/\x1B\[[0-9;]*m//g' "$WORK/conf-$s.txt" \
+          | grep -E '^(Passed:|[0-9T:.Z-]+ \[[^]]*\] +(SUCCESS|WARNING|FAILURE) )' \
+          | sed -E 's/^[0-9T:.Z-]+ /  /; s/ +\]/]/; s/\] +/] /' || true
         CONF_PASSED+=("$s")
       else
         sed -E 's/\x1B\[[0-9;]*m//g' "$WORK/conf-$s.txt"

@@ -188,8 +188,13 @@ func (s *Server) sessionMiddleware(next server.ToolHandlerFunc) server.ToolHandl
 func (s *Server) onRegister(ctx context.Context, cs server.ClientSession) {
 	mcpID := cs.SessionID()
 	sess := &Session{ID: mcpID, MCPID: mcpID, Transport: "http", Started: time.Now().UTC()}
-	if mcpID == "stdio" {
-		sess.ID, sess.Transport = "stdio-"+randomID(), "stdio"
+	switch cs.(type) {
+	case *server.InProcessSession:
+		sess.Transport = "inprocess"
+	default:
+		if mcpID == "stdio" {
+			sess.ID, sess.Transport = "stdio-"+randomID(), "stdio"
+		}
 	}
 	s.mu.Lock()
 	s.sessions[mcpID] = sess

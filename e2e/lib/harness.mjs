@@ -30,6 +30,33 @@ if (!existsSync(BIN)) {
 
 export const CLIENT_INFO = { name: 'scimcp-e2e', version: '1.0.0' };
 
+const cleanups = new WeakMap();
+
+/**
+ * Registers fn to run after test t, in reverse order of registration (clients
+ * close before their server stops, servers stop before their folders go).
+ * Every step runs even if an earlier one failed; the first error is rethrown.
+ */
+export function onCleanup(t, fn) {
+  let stack = cleanups.get(t);
+  if (!stack) {
+    stack = [];
+    cleanups.set(t, stack);
+    t.after(async () => {
+      let first;
+      while (stack.length > 0) {
+        try {
+          await stack.pop()();
+        } catch (err) {
+          first ??= err;
+        }
+      }
+      if (first) throw first;
+    });
+  }
+  stack.push(fn);
+}
+
 /**
  * Creates a fresh temp root holding `workspace/` and `data/` (and room for
  * files "outside" the workspace). Everything is removed after the test.
@@ -41,7 +68,7 @@ export async function makeDirs(t) {
   const data = path.join(root, 'data');
   await mkdir(workspace);
   await mkdir(data);
-  t.after(() => rm(root, { recursive: true, force: true }));
+  onCleanup(t, () => rm(root, { recursive: true, force: true }));
   return { root, workspace, data };
 }
 
@@ -74,7 +101,7 @@ export async function connectStdio(t, { workspace, data, args = [], logLevel = '
   const client = new Client(CLIENT_INFO, { capabilities: {} });
   client.onerror = (err) => protocolErrors.push(err);
   await client.connect(transport);
-  t.after(async () => {
+  onCleanup(t, async () => {
     await client.close();
     if (protocolErrors.length > 0) {
       throw new Error(
@@ -158,7 +185,7 @@ export async function startHttp(t, { workspace, data, args = [], logLevel = 'deb
       if (/address already in use/i.test(handle.out.stderr)) continue; // lost a port race, retry
       throw err;
     }
-    t.after(() => stopProc(handle));
+    onCleanup(t, () => stopProc(handle));
     return { url, port, handle, stderr: () => handle.out.stderr };
   }
   throw lastErr;
@@ -189,7 +216,7 @@ export async function connectHttp(t, url, { token } = {}) {
   const errors = [];
   client.onerror = (err) => errors.push(err);
   await client.connect(transport);
-  t.after(() => client.close().catch(() => {}));
+  onCleanup(t, () => client.close().catch(() => {}));
   return { client, transport, errors };
 }
 

@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { connectStdio, exitWithin, freePort, makeDirs, spawnBin, stopProc } from '../lib/harness.mjs';
+import { connectStdio, exitWithin, freePort, makeDirs, onCleanup, spawnBin, stopProc } from '../lib/harness.mjs';
 
 test('scimcp version prints a version and exits 0', { timeout: 15_000 }, async () => {
   const h = spawnBin(['version'], { stdin: 'ignore' });
@@ -19,7 +19,7 @@ test('listening on a non-loopback address without a token is refused', { timeout
   const { workspace, data } = await makeDirs(t);
   const port = await freePort();
   const h = spawnBin(['serve', '--http', `0.0.0.0:${port}`, '--workspace', workspace, '--data', data], { stdin: 'pipe' });
-  t.after(() => stopProc(h));
+  onCleanup(t, () => stopProc(h));
   const exit = await exitWithin(h.exited, 5000);
   assert.ok(exit, 'server started on 0.0.0.0 without a token instead of refusing');
   assert.notEqual(exit.code, 0);
@@ -35,7 +35,7 @@ test('a second server on the same data folder fails fast naming the folder and t
 
   // stdin stays open: the second server must not wait for it (nor for the lock).
   const second = spawnBin(['serve', '--workspace', workspace, '--data', data], { stdin: 'pipe' });
-  t.after(() => stopProc(second));
+  onCleanup(t, () => stopProc(second));
   const exit = await exitWithin(second.exited, 3000);
   assert.ok(exit, 'second server still running after 3 s');
   assert.notEqual(exit.code, 0, 'second server must exit non-zero');
@@ -68,7 +68,7 @@ for (const how of ['stdin closed', 'SIGKILL']) {
   test(`the data folder can be reused once its owner is gone (${how})`, { timeout: 20_000 }, async (t) => {
     const { workspace, data } = await makeDirs(t);
     const h = await startRawStdio(workspace, data);
-    t.after(() => stopProc(h));
+    onCleanup(t, () => stopProc(h));
     if (how === 'SIGKILL') h.proc.kill('SIGKILL');
     else h.proc.stdin.end();
     const exit = await exitWithin(h.exited, 5000);

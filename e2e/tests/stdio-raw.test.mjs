@@ -5,13 +5,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { CLIENT_INFO, exitWithin, makeDirs, put, spawnBin, stopProc } from '../lib/harness.mjs';
+import { CLIENT_INFO, exitWithin, makeDirs, onCleanup, put, spawnBin, stopProc } from '../lib/harness.mjs';
 
 test('stdout carries only JSON-RPC frames, logs go to stderr, EOF on stdin exits 0', { timeout: 30_000 }, async (t) => {
   const { workspace, data } = await makeDirs(t);
   await put(workspace, 'a.txt', 'alpha\nbeta\n');
   const h = spawnBin(['serve', '--workspace', workspace, '--data', data, '--log-level', 'debug']);
-  t.after(() => stopProc(h));
+  onCleanup(t, () => stopProc(h));
 
   const send = (msg) => h.proc.stdin.write(JSON.stringify(msg) + '\n');
   const waitFor = async (id) => {

@@ -1,0 +1,141 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/sciencediscovery/scimcp/toolkit"
+	"github.com/sciencediscovery/scimcp/workspace"
+	"github.com/sciencediscovery/scimcp/workspace/store"
+)
+
+type testEnv struct {
+	srv   *Server
+	ws    *workspace.Workspace
+	store *store.Store
+	dir   string
+}
+
+// newEnv builds a server over a fresh workspace and data folder. extra tools
+// are added to the catalogue; mutate adjusts the options.
+func newEnv(t *testing.T, mutate func(*Options), extra ...toolkit.Tool) *testEnv {
+	t.Helper()
+	dir := t.TempDir()
+	wsDir := filepath.Join(dir, "ws")
+	if err := os.MkdirAll(wsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := workspace.Open(wsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(dir, "data"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(); ws.Close() })
+	opts := Options{Version: "test", Store: st, Tools: append(toolkit.Catalogue(toolkit.Services{Workspace: ws}), extra...)}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	srv, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testEnv{srv: srv, ws: ws, store: st, dir: wsDir}
+}
+
+func (e *testEnv) write(t *testing.T, rel, content string) {
+	t.Helper()
+	p := filepath.Join(e.dir, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// connect starts an initialized in-process client.
+func (e *testEnv) connect(t *testing.T) *client.Client {
+	t.Helper()
+	c, err := client.NewInProcessClient(e.srv.MCP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	req.Params.ClientInfo = mcp.Implementation{Name: "scimcp-test", Version: "1"}
+	if _, err := c.Initialize(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// call invokes a tool with raw JSON arguments.
+func call(t *testing.T, c *client.Client, name, args string) *mcp.CallToolResult {
+	t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	if args != "" {
+		req.Params.Arguments = json.RawMessage(args)
+	}
+	res, err := c.CallTool(context.Background(), req)
+	if err != nil {
+		t.Fatalf("%s(%s): %v", name, args, err)
+	}
+	return res
+}
+
+func text(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// structured decodes a result's structuredContent into v.
+func structured(t *testing.T, r *mcp.CallToolResult, v any) {
+	t.Helper()
+	var data []byte
+	var err error
+	if len(r.RawStructuredContent) > 0 {
+		data = r.RawStructuredContent
+	} else {
+		data, err = json.Marshal(r.StructuredContent)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("structuredContent %s: %v", data, err)
+	}
+}
+
+func toolNames(t *testing.T, c *client.Client) []string {
+	t.Helper()
+	res, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	return names
+}

@@ -1,0 +1,53 @@
+package toolkit
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sciencediscovery/scimcp/workspace"
+)
+
+// TestToolSnapshots freezes what the model sees of every tool: name,
+// description, input and output schema, annotations. A change is a reviewed
+// diff: regenerate with UPDATE_TOOLSNAPS=true go test ./toolkit.
+func TestToolSnapshots(t *testing.T) {
+	ws, err := workspace.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	update := os.Getenv("UPDATE_TOOLSNAPS") == "true"
+	seen := map[string]bool{}
+	for _, tool := range Catalogue(Services{Workspace: ws}) {
+		got, err := json.MarshalIndent(tool.Def, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, '\n')
+		name := filepath.Join("testdata", "toolsnaps", tool.Name()+".snap.json")
+		seen[filepath.Base(name)] = true
+		if update {
+			if err := os.WriteFile(name, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(name)
+		if err != nil {
+			t.Errorf("%s: no snapshot (%v); run UPDATE_TOOLSNAPS=true go test ./toolkit and review the new file", tool.Name(), err)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: definition differs from %s; if the change is intended, run UPDATE_TOOLSNAPS=true go test ./toolkit and review the diff.\n got: %s", tool.Name(), name, got)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "toolsnaps", "*.snap.json"))
+	for _, f := range files {
+		if !seen[filepath.Base(f)] {
+			t.Errorf("snapshot %s has no tool; delete it", f)
+		}
+	}
+}
