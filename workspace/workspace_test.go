@@ -265,4 +265,3 @@ func TestListDeadline(t *testing.T) {
 		t.Fatalf("cancelled walk: err=%v exact=%v", err, l.OmittedExact)
 	}
 }
-

@@ -1,0 +1,34 @@
+# scimcp: build, run and test. `make test` is the whole suite (CI runs it).
+GO      ?= go
+BIN     := bin/scimcp
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+
+.PHONY: all build run test test-go test-e2e bench fuzz clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/scimcp
+
+# The server on http://127.0.0.1:8765/mcp over the current folder.
+run: build
+	./$(BIN) serve --http 127.0.0.1:8765
+
+# Everything: vet, Go unit and in-process tests (with the race detector), then
+# the end-to-end suite that drives the built binary with the official
+# TypeScript SDK client and the MCP conformance suite.
+test: build test-go test-e2e
+
+test-go:
+	$(GO) vet ./...
+	SCIMCP_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 ./...
+
+test-e2e: build
+	SCIMCP_BIN=$(CURDIR)/$(BIN) bash e2e/run.sh
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf bin

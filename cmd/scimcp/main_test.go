@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "scimcp.json")
+	if err := os.WriteFile(file, []byte(`{"workspace":"/from-file","log-level":"debug","session-ttl":"5m","http":"127.0.0.1:1","mcpServers":{}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SCIMCP_CONFIG": file, "SCIMCP_LOG_LEVEL": "warn", "SCIMCP_DATA": "/from-env"}
+	cfg, err := parseServe([]string{"--log-level", "error"}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Workspace != "/from-file" || cfg.Data != "/from-env" || cfg.LogLevel != "error" || cfg.SessionTTL != 5*time.Minute || cfg.HTTP != "127.0.0.1:1" {
+		t.Fatalf("precedence flags > env > file > defaults broken: %+v", cfg)
+	}
+	if _, err := parseServe([]string{"--session-ttl", "soon"}, func(string) string { return "" }); err == nil {
+		t.Fatal("bad duration accepted")
+	}
+	env = map[string]string{"SCIMCP_LOG_JSON": "maybe"}
+	if _, err := parseServe(nil, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "SCIMCP_LOG_JSON") {
+		t.Fatalf("bad boolean in env: %v", err)
+	}
+	if _, err := parseServe([]string{"stray"}, func(string) string { return "" }); err == nil {
+		t.Fatal("stray argument accepted")
+	}
+}
+
+func TestDefaultDataDirPerWorkspace(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", "/data-home")
+	a, b := defaultDataDir("/work/projA"), defaultDataDir("/other/projA")
+	if a == b || !strings.HasPrefix(a, "/data-home/scimcp/workspaces/projA-") {
+		t.Fatalf("data dirs %q %q", a, b)
+	}
+}
+
+// buildBinary builds scimcp once per test binary run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("SCIMCP_BIN"); p != "" {
+		return p
+	}
+	bin := filepath.Join(t.TempDir(), "scimcp")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestBinaryStdioAndSecondProcess drives the built binary over stdio: stdout
+// carries only JSON-RPC frames, and a second server on the same data folder
+// exits non-zero, promptly, naming the folder and the owner's PID.
+func TestBinaryStdioAndSecondProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	ws, data := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "x.txt"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "--workspace", ws, "--data", data, "--log-level", "debug")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+
+	send := func(s string) { io.WriteString(stdin, s+"\n") }
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"x.txt"}}}`)
+	send(`this is not json`)
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"` + strings.Repeat("a", 10<<20) + `"}}}`)
+	send(`{"jsonrpc":"2.0","id":4,"method":"ping"}`)
+
+	// While it runs, a second server on the same data folder must give up.
+	start := time.Now()
+	out, err := exec.Command(bin, "serve", "--workspace", ws, "--data", data).CombinedOutput()
+	if err == nil {
+		t.Fatalf("second server on the same data folder exited 0: %s", out)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("second server took %v to give up", took)
+	}
+	if !strings.Contains(string(out), data) || !strings.Contains(string(out), fmt.Sprintf("PID %d", cmd.Process.Pid)) {
+		t.Fatalf("second server's message must name %s and PID %d: %s", data, cmd.Process.Pid, out)
+	}
+
+	seen := map[float64]string{}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for len(seen) < 5 && sc.Scan() {
+		var msg map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &msg); err != nil || msg["jsonrpc"] != "2.0" {
+			t.Fatalf("stdout carried a non-JSON-RPC line: %.200q", sc.Text())
+		}
+		id, _ := msg["id"].(float64)
+		seen[id] = sc.Text()
+	}
+	if !strings.Contains(seen[2], "hello") {
+		t.Fatalf("read_file over stdio: %s", seen[2])
+	}
+	if !strings.Contains(seen[0], "error") {
+		t.Fatalf("malformed JSON got no JSON-RPC error: %v", seen)
+	}
+	if !strings.Contains(seen[3], `"isError":true`) || !strings.Contains(seen[3], "path is") {
+		t.Fatalf("10 MB path: %.300s", seen[3])
+	}
+	if _, ok := seen[4]; !ok {
+		t.Fatalf("server stopped answering after bad input: %v", seen)
+	}
+	stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("server exit after stdin closed: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("server did not exit after stdin closed")
+	}
+	if _, err := os.Stat(filepath.Join(data, "state.db")); err != nil {
+		t.Fatalf("no state.db: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "serving") {
+		t.Fatalf("logs did not go to stderr: %s", stderr.String())
+	}
+}
+
+func TestRefusesPublicListenWithoutToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	out, err := exec.Command(bin, "serve", "--http", "0.0.0.0:0", "--workspace", t.TempDir(), "--data", t.TempDir()).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "without a bearer token") {
+		t.Fatalf("listening on 0.0.0.0 without a token: err=%v %s", err, out)
+	}
+}
