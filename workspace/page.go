@@ -54,14 +54,21 @@ type Page struct {
 // the line that would take it past MaxPageBytes. idx may be nil; a shared
 // LineIndex for the same content makes far offsets cheap.
 func ReadPage(r io.ReaderAt, size int64, idx *LineIndex, offset, limit int) (Page, error) {
+	return ReadPageWithin(r, size, idx, offset, limit, MaxPageLines, MaxPageBytes)
+}
+
+// ReadPageWithin is ReadPage with other page bounds: at most maxLines lines
+// and maxBytes bytes (read_tool_output pages stored outputs with its own
+// configurable bound).
+func ReadPageWithin(r io.ReaderAt, size int64, idx *LineIndex, offset, limit, maxLines, maxBytes int) (Page, error) {
 	if offset < 0 {
 		return Page{}, errorf(CodeInvalidRange, nil, "offset %d is negative; offset is the number of lines to skip, 0 for the start", offset)
 	}
 	if limit == 0 {
-		limit = MaxPageLines
+		limit = maxLines
 	}
-	if limit < 0 || limit > MaxPageLines {
-		return Page{}, errorf(CodeInvalidRange, nil, "limit %d is out of range; use 1 to %d lines (or omit it for %d)", limit, MaxPageLines, MaxPageLines)
+	if limit < 0 || limit > maxLines {
+		return Page{}, errorf(CodeInvalidRange, nil, "limit %d is out of range; use 1 to %d lines (or omit it for %d)", limit, maxLines, maxLines)
 	}
 	if idx == nil {
 		idx = NewLineIndex(size)
@@ -86,7 +93,7 @@ func ReadPage(r io.ReaderAt, size int64, idx *LineIndex, offset, limit int) (Pag
 		return Page{}, errorf(CodeOffsetPastEnd, nil, "offset %d is past the end of the file (%d lines); use an offset from 0 to %d", offset, total, max(total-1, 0))
 	}
 
-	n := int64(MaxPageBytes)
+	n := int64(maxBytes)
 	if rest := size - start; rest < n {
 		n = rest
 	}
@@ -117,7 +124,7 @@ func ReadPage(r io.ReaderAt, size int64, idx *LineIndex, offset, limit int) (Pag
 		if !valid {
 			c = len(toValidUTF8(buf[used:end]))
 		}
-		if cost+c > MaxPageBytes {
+		if cost+c > maxBytes {
 			break
 		}
 		used, cost, lines = end, cost+c, lines+1
@@ -127,9 +134,9 @@ func ReadPage(r io.ReaderAt, size int64, idx *LineIndex, offset, limit int) (Pag
 	if lines == 0 {
 		// The first line alone is longer than a page: return its head, cut at a
 		// character boundary, and move on to the next line.
-		cut := cutAtRuneStart(buf, MaxPageBytes)
+		cut := cutAtRuneStart(buf, maxBytes)
 		if !valid {
-			for cut > 0 && len(toValidUTF8(buf[:cut])) > MaxPageBytes {
+			for cut > 0 && len(toValidUTF8(buf[:cut])) > maxBytes {
 				cut = cutAtRuneStart(buf, cut-1)
 			}
 		}

@@ -8,10 +8,15 @@ import path from 'node:path';
 
 import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
 
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
 import {
+  CLIENT_INFO,
   INITIALIZE,
   connectHttp,
   connectStdio,
+  exitWithin,
   freePort,
   makeDirs,
   put,
@@ -55,6 +60,57 @@ test('HTTP: initialize, tools/list, list_files and read_file over a session', T,
   assert.ok(!JSON.stringify(esc).includes('OUTSIDE-SECRET'));
 
   await client.ping();
+
+  // Version negotiation: a known version is echoed, an unknown future one gets the server's own.
+  for (const [offered, expect] of [['2025-06-18', '2025-06-18'], ['2099-01-01', null]]) {
+    const r = await rawPost(srv.url, { ...INITIALIZE, params: { ...INITIALIZE.params, protocolVersion: offered } });
+    assert.equal(r.status, 200);
+    const body = await readJsonOrSse(r);
+    const got = body.result?.protocolVersion;
+    if (expect) assert.equal(got, expect, `offered ${offered}`);
+    else assert.ok(SUPPORTED_PROTOCOL_VERSIONS.includes(got) && got <= '2025-11-25', `offered ${offered}, got ${got}`);
+  }
+});
+
+/** Parses a POST answer that is either application/json or a one-message SSE stream. */
+async function readJsonOrSse(res) {
+  const text = await res.text();
+  if ((res.headers.get('content-type') ?? '').includes('text/event-stream')) {
+    const data = text.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).filter(Boolean);
+    return JSON.parse(data[0]);
+  }
+  return JSON.parse(text);
+}
+
+test('HTTP: requests from a foreign browser Origin are refused (DNS rebinding / CSRF)', T, async (t) => {
+  const dirs = await makeDirs(t);
+  const srv = await startHttp(t, dirs);
+  for (const origin of [`http://127.0.0.1:${srv.port}`, `http://localhost:${srv.port}`]) {
+    const ok = await rawPost(srv.url, INITIALIZE, { Origin: origin });
+    await ok.body?.cancel();
+    assert.equal(ok.status, 200, `loopback Origin ${origin} must be accepted`);
+  }
+  const evil = await rawPost(srv.url, INITIALIZE, { Origin: 'http://evil.example.com' });
+  await evil.body?.cancel();
+  assert.equal(evil.status, 403, 'Origin: http://evil.example.com must get 403 (MCP 2025-11-25 transports: servers MUST validate Origin)');
+  assert.equal(evil.headers.get('mcp-session-id'), null, 'a refused Origin must not open a session');
+});
+
+test('HTTP: SIGTERM stops the server promptly after clients came and went', T, async (t) => {
+  const dirs = await makeDirs(t);
+  const srv = await startHttp(t, dirs);
+  for (let i = 0; i < 2; i++) {
+    const transport = new StreamableHTTPClientTransport(new URL(srv.url));
+    const client = new Client(CLIENT_INFO);
+    await client.connect(transport);
+    await client.listTools();
+    await client.close(); // what hosts do: the GET stream is dropped, no DELETE
+  }
+  await new Promise((r) => setTimeout(r, 200));
+  srv.handle.proc.kill('SIGTERM');
+  const exit = await exitWithin(srv.handle.exited, 2000);
+  assert.ok(exit, `scimcp still running 2 s after SIGTERM\n${srv.stderr().split('\n').slice(-5).join('\n')}`);
+  assert.equal(exit.code, 0);
 });
 
 test('HTTP: --token-file requires the bearer token on every request', T, async (t) => {
@@ -68,6 +124,8 @@ test('HTTP: --token-file requires the bearer token on every request', T, async (
   const noAuth = await rawPost(srv.url, INITIALIZE);
   assert.equal(noAuth.status, 401, 'POST without Authorization');
   assert.equal(noAuth.headers.get('mcp-session-id'), null, '401 must not open a session');
+  assert.match(noAuth.headers.get('www-authenticate') ?? '', /^Bearer\b/, '401 must carry WWW-Authenticate: Bearer (RFC 6750)');
+  await noAuth.body?.cancel();
   for (const auth of [`Bearer wrong-${TOKEN}`, `Bearer ${TOKEN}x`, `Bearer ${TOKEN.slice(0, -1)}`, TOKEN, `Basic ${TOKEN}`, 'Bearer ']) {
     const r = await rawPost(srv.url, INITIALIZE, { Authorization: auth });
     assert.equal(r.status, 401, `Authorization: ${JSON.stringify(auth)} must be refused`);
@@ -96,6 +154,20 @@ test('HTTP: --token-file requires the bearer token on every request', T, async (
   assert.equal(res.structuredContent.content, 'x\n');
 
   assert.ok(!srv.stderr().includes(TOKEN), 'the token appears in the server log');
+});
+
+test('HTTP: the bearer auth scheme is case-insensitive', T, async (t) => {
+  const dirs = await makeDirs(t);
+  const TOKEN = 'e2e-token-case-0123456789';
+  const tokenFile = path.join(dirs.root, 'token');
+  await writeFile(tokenFile, TOKEN, { mode: 0o600 });
+  const srv = await startHttp(t, { ...dirs, args: ['--token-file', tokenFile] });
+  // RFC 9110 section 11.1: the scheme token is case-insensitive; some clients send "bearer".
+  for (const scheme of ['bearer', 'BEARER']) {
+    const r = await rawPost(srv.url, INITIALIZE, { Authorization: `${scheme} ${TOKEN}` });
+    await r.body?.cancel();
+    assert.equal(r.status, 200, `Authorization: ${scheme} <token> must be accepted`);
+  }
 });
 
 test('HTTP: concurrent clients get separate sessions', T, async (t) => {

@@ -128,6 +128,7 @@ test('list_files skips symlinks to files and folders', T, async (t) => {
   const res = await ok(client, 'list_files');
   const paths = res.structuredContent.entries.map((e) => e.path).sort();
   assert.deepEqual(paths, ['real.txt', 'realdir', 'realdir/inner.txt']);
+  if ('symlinks_skipped' in res.structuredContent) assert.equal(res.structuredContent.symlinks_skipped, 4);
   const text = textOf(res);
   for (const name of ['link.txt', 'linkdir', 'outlink', 'secret.txt', 'dangling']) {
     assert.ok(!text.includes(name), `text listing mentions symlink ${name}`);
