@@ -13,6 +13,7 @@ import (
 
 	"github.com/sciencediscovery/scimcp/toolkit"
 	"github.com/sciencediscovery/scimcp/workspace"
+	"github.com/sciencediscovery/scimcp/workspace/outputs"
 	"github.com/sciencediscovery/scimcp/workspace/store"
 )
 
@@ -20,7 +21,9 @@ type testEnv struct {
 	srv   *Server
 	ws    *workspace.Workspace
 	store *store.Store
+	outs  *outputs.Store
 	dir   string
+	data  string
 }
 
 // newEnv builds a server over a fresh workspace and data folder. extra tools
@@ -36,12 +39,27 @@ func newEnv(t *testing.T, mutate func(*Options), extra ...toolkit.Tool) *testEnv
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(filepath.Join(dir, "data"), store.Options{})
+	e := &testEnv{ws: ws, dir: wsDir, data: filepath.Join(dir, "data")}
+	t.Cleanup(func() { ws.Close() })
+	e.start(t, mutate, extra...)
+	return e
+}
+
+// start opens the data folder and builds a server over it; call stop first
+// to simulate a restart.
+func (e *testEnv) start(t *testing.T, mutate func(*Options), extra ...toolkit.Tool) {
+	t.Helper()
+	st, err := store.Open(e.data, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close(); ws.Close() })
-	opts := Options{Version: "test", Store: st, Tools: append(toolkit.Catalogue(toolkit.Services{Workspace: ws}), extra...)}
+	t.Cleanup(func() { st.Close() })
+	outs, err := outputs.New(st, outputs.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Version: "test", Store: st, Outputs: outs,
+		Tools: append(toolkit.Catalogue(toolkit.Services{Workspace: e.ws, Outputs: outs}), extra...)}
 	if mutate != nil {
 		mutate(&opts)
 	}
@@ -49,8 +67,11 @@ func newEnv(t *testing.T, mutate func(*Options), extra ...toolkit.Tool) *testEnv
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testEnv{srv: srv, ws: ws, store: st, dir: wsDir}
+	e.srv, e.store, e.outs = srv, st, outs
 }
+
+// stop closes the data folder (the server process "exits").
+func (e *testEnv) stop() { e.store.Close() }
 
 func (e *testEnv) write(t *testing.T, rel, content string) {
 	t.Helper()

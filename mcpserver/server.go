@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/sciencediscovery/scimcp/toolkit"
+	"github.com/sciencediscovery/scimcp/workspace/outputs"
 	"github.com/sciencediscovery/scimcp/workspace/store"
 )
 
@@ -27,6 +28,9 @@ type Options struct {
 	Logger  hclog.Logger
 	// Store records sessions; nil keeps them in memory only (tests).
 	Store *store.Store
+	// Outputs, when set, bounds every result of a tool that is not
+	// self-bounded (see bound.go).
+	Outputs *outputs.Store
 	// Tools is the catalogue; which tools a session sees is decided by
 	// Groups and ToolPolicy.
 	Tools []toolkit.Tool
@@ -46,8 +50,10 @@ type Server struct {
 	log  hclog.Logger
 	opts Options
 
-	toolGroup map[string]toolkit.Group
-	groups    map[toolkit.Group]bool
+	toolGroup   map[string]toolkit.Group
+	selfBounded map[string]bool
+	groups      map[toolkit.Group]bool
+	ids         *sessionIDs
 
 	mu       sync.Mutex
 	sessions map[string]*Session // by mcp-go session id
@@ -62,6 +68,10 @@ type Session struct {
 	MCPID     string
 	Transport string
 	Started   time.Time
+	// Owner is whose per-session state the session may read (see
+	// toolkit.Caller): "stdio" for every stdio session of a data folder,
+	// the session id otherwise.
+	Owner string
 	// Policy, when non-nil, is this session's tool whitelist (a subagent's
 	// toolPolicy), applied on top of Options.ToolPolicy.
 	Policy []string
@@ -78,10 +88,12 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		log:       opts.Logger,
 		opts:      opts,
-		toolGroup: map[string]toolkit.Group{},
-		groups:    map[toolkit.Group]bool{toolkit.GroupBase: true},
-		sessions:  map[string]*Session{},
+		toolGroup:   map[string]toolkit.Group{},
+		selfBounded: map[string]bool{},
+		groups:      map[toolkit.Group]bool{toolkit.GroupBase: true},
+		sessions:    map[string]*Session{},
 	}
+	s.ids = newSessionIDs(s)
 	for _, g := range opts.Groups {
 		s.groups[g] = true
 	}
@@ -96,7 +108,7 @@ func New(opts Options) (*Server, error) {
 		server.WithRecovery(),
 		server.WithHooks(hooks),
 		server.WithToolFilter(s.filterTools),
-		server.WithToolHandlerMiddleware(s.sessionMiddleware),
+		server.WithToolHandlerMiddleware(s.callMiddleware),
 		server.WithLogger(newSlog(opts.Logger.Named("mcp"))),
 	}
 	if opts.Instructions != "" {
@@ -112,6 +124,7 @@ func New(opts Options) (*Server, error) {
 		}
 		seen[t.Name()] = true
 		s.toolGroup[t.Name()] = t.Group
+		s.selfBounded[t.Name()] = t.SelfBounded
 		st = append(st, server.ServerTool{Tool: t.Def, Handler: server.ToolHandlerFunc(t.Handler)})
 	}
 	s.mcp.AddTools(st...)
@@ -169,31 +182,49 @@ func (s *Server) sessionFromContext(ctx context.Context) *Session {
 	if cs == nil {
 		return nil
 	}
+	id := cs.SessionID()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sessions[cs.SessionID()]
+	if sess, ok := s.sessions[id]; ok {
+		return sess
+	}
+	// A session resumed after a restart is served by mcp-go as a per-request
+	// session that is never registered; adopt it once its id validated.
+	if httpSessionPattern.MatchString(id) && s.ids.isLive(id) {
+		sess := &Session{ID: id, MCPID: id, Owner: id, Transport: "http", Started: time.Now().UTC()}
+		s.sessions[id] = sess
+		return sess
+	}
+	return nil
 }
 
-// sessionMiddleware puts the caller's scimcp session id into the handler's
-// context.
-func (s *Server) sessionMiddleware(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+// callMiddleware runs around every tool handler: it puts the caller into the
+// context, then passes the result through the bound.
+func (s *Server) callMiddleware(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if sess := s.sessionFromContext(ctx); sess != nil {
-			ctx = toolkit.WithSession(ctx, sess.ID)
+		sess := s.sessionFromContext(ctx)
+		caller := toolkit.Caller{Session: "anonymous", Owner: "anonymous"}
+		if sess != nil {
+			caller = toolkit.Caller{Session: sess.ID, Owner: sess.Owner}
 		}
-		return next(ctx, req)
+		ctx = toolkit.WithCaller(ctx, caller)
+		res, err := next(ctx, req)
+		if err != nil || res == nil || s.opts.Outputs == nil || s.selfBounded[req.Params.Name] {
+			return res, err
+		}
+		return s.bound(caller, req.Params.Name, res), nil
 	}
 }
 
 func (s *Server) onRegister(ctx context.Context, cs server.ClientSession) {
 	mcpID := cs.SessionID()
-	sess := &Session{ID: mcpID, MCPID: mcpID, Transport: "http", Started: time.Now().UTC()}
+	sess := &Session{ID: mcpID, MCPID: mcpID, Owner: mcpID, Transport: "http", Started: time.Now().UTC()}
 	switch cs.(type) {
 	case *server.InProcessSession:
 		sess.Transport = "inprocess"
 	default:
 		if mcpID == "stdio" {
-			sess.ID, sess.Transport = "stdio-"+randomID(), "stdio"
+			sess.ID, sess.Owner, sess.Transport = "stdio-"+randomID(), "stdio", "stdio"
 		}
 	}
 	s.mu.Lock()
@@ -230,12 +261,36 @@ func (s *Server) onUnregister(ctx context.Context, cs server.ClientSession) {
 	if sess == nil {
 		return
 	}
-	s.log.Debug("session ended", "session", sess.ID)
-	if s.opts.Store != nil {
-		if err := s.opts.Store.EndSession(sess.ID, time.Now()); err != nil {
-			s.log.Warn("record session end", "session", sess.ID, "error", err)
-		}
+	s.log.Debug("session closed", "session", sess.ID)
+	if sess.Transport != "http" {
+		// stdio and in-process sessions end with their connection. An HTTP
+		// session ends on DELETE or the idle TTL (sessionIDs.Terminate), not
+		// when mcp-go lets go of it.
+		s.endSession(sess.ID)
 	}
+}
+
+// endSession records that a session ended.
+func (s *Server) endSession(id string) {
+	s.mu.Lock()
+	delete(s.sessions, id)
+	s.mu.Unlock()
+	if s.opts.Store == nil {
+		return
+	}
+	if err := s.opts.Store.EndSession(id, time.Now()); err != nil {
+		s.log.Warn("record session end", "session", id, "error", err)
+	}
+}
+
+// resumable reports whether id is an HTTP session of an earlier run that
+// never ended.
+func (s *Server) resumable(id string) bool {
+	if s.opts.Store == nil {
+		return false
+	}
+	rec, ok, err := s.opts.Store.GetSession(id)
+	return err == nil && ok && rec.Transport == "http" && rec.EndedAt == nil
 }
 
 func (s *Server) record(rec store.Session) {

@@ -27,7 +27,7 @@ func TestListAndReadThroughClient(t *testing.T) {
 	}
 	c := e.connect(t)
 
-	if got := toolNames(t, c); !slices.Equal(got, []string{"list_files", "read_file"}) {
+	if got := toolNames(t, c); !slices.Equal(got, []string{"list_files", "read_file", "read_tool_output"}) {
 		t.Fatalf("tools/list = %v", got)
 	}
 
@@ -122,7 +122,7 @@ func TestBadInput(t *testing.T) {
 func fakeTool(name string, g toolkit.Group) toolkit.Tool {
 	return toolkit.Define(toolkit.Spec{Name: name, Description: "test", Group: g},
 		func(ctx context.Context, _ struct{}) (toolkit.Result[struct{}], error) {
-			return toolkit.Result[struct{}]{Text: "ran " + name + " for " + toolkit.SessionFrom(ctx)}, nil
+			return toolkit.Result[struct{}]{Text: "ran " + name + " for " + toolkit.CallerFrom(ctx).Session}, nil
 		})
 }
 
@@ -174,7 +174,7 @@ func TestGroupsAndPolicy(t *testing.T) {
 		if got := toolNames(t, a); !slices.Equal(got, []string{"list_files"}) {
 			t.Fatalf("narrowed session sees %v", got)
 		}
-		if got := toolNames(t, b); len(got) != 3 {
+		if got := toolNames(t, b); len(got) != 4 {
 			t.Fatalf("other session sees %v", got)
 		}
 		req := mcp.CallToolRequest{}

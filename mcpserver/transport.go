@@ -61,7 +61,8 @@ type HTTPOptions struct {
 // close function that ends every HTTP session.
 //
 // Sessions are stateful (Mcp-Session-Id; an unknown id gets 404 so clients
-// re-initialize) and pinned to the handshake protocol versions
+// re-initialize, and an id from an earlier run that never ended is resumed,
+// see sessionIDs) and pinned to the handshake protocol versions
 // (2024-11-05 … 2025-11-25): a 2026-07-28 client would have no session, and
 // scimcp keys per-session state on sessions. mcp-go's DNS-rebinding guard stays
 // on: a loopback request with a foreign Host header is refused.
@@ -73,14 +74,18 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, func(context.Context)
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	h := server.NewStreamableHTTPServer(s.mcp,
-		server.WithStateful(true),
+		server.WithSessionIdManager(s.ids),
 		server.WithSessionIdleTTL(o.SessionIdleTTL),
 		server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
 		server.WithStreamableHTTPLogger(newSlog(s.log.Named("http"))),
 	)
 	mux := http.NewServeMux()
 	mux.Handle(EndpointPath, guard(h, o))
-	return mux, h.CloseSessions
+	closeAll := func(ctx context.Context) {
+		s.ids.shuttingDown.Store(true)
+		h.CloseSessions(ctx)
+	}
+	return mux, closeAll
 }
 
 // guard enforces the bearer token and the body limit. It passes the

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/sciencediscovery/scimcp/workspace"
+	"github.com/sciencediscovery/scimcp/workspace/outputs"
+	"github.com/sciencediscovery/scimcp/workspace/store"
 )
 
 // TestToolSnapshots freezes what the model sees of every tool: name,
@@ -19,9 +21,18 @@ func TestToolSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.Close()
+	db, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	outs, err := outputs.New(db, outputs.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
 	update := os.Getenv("UPDATE_TOOLSNAPS") == "true"
 	seen := map[string]bool{}
-	for _, tool := range Catalogue(Services{Workspace: ws}) {
+	for _, tool := range Catalogue(Services{Workspace: ws, Outputs: outs}) {
 		got, err := json.MarshalIndent(tool.Def, "", "  ")
 		if err != nil {
 			t.Fatal(err)

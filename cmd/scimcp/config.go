@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sciencediscovery/scimcp/workspace/outputs"
 )
 
 // config is everything `scimcp serve` can be told. Each field has a flag, an
@@ -29,6 +31,16 @@ type config struct {
 	SessionTTL time.Duration
 	Groups     string
 	ToolPolicy string
+
+	// Result bounding (the seed's SCIENCE_AGENT_TOOL_OUTPUT_* thresholds).
+	OutStoreBytes   int
+	OutPreviewBytes int
+	OutPreviewLines int
+	OutReadBytes    int
+	OutAdviseBytes  int
+	OutWarnBytes    int
+	OutMaxAge       time.Duration
+	OutMaxTotal     int64
 }
 
 // setting describes one configurable value.
@@ -36,7 +48,7 @@ type setting struct {
 	name  string // flag name and config-file key
 	env   string
 	usage string
-	ptr   any // *string, *bool or *time.Duration
+	ptr   any // *string, *bool, *int, *int64 or *time.Duration
 }
 
 func (c *config) settings() []setting {
@@ -52,11 +64,33 @@ func (c *config) settings() []setting {
 		{"session-ttl", "SCIMCP_SESSION_TTL", "reclaim HTTP sessions idle this long", &c.SessionTTL},
 		{"groups", "SCIMCP_GROUPS", "comma-separated optional tool groups to turn on (base tools are always on)", &c.Groups},
 		{"tool-policy", "SCIMCP_TOOL_POLICY", "comma-separated whitelist of tool names every session is limited to (empty: no limit)", &c.ToolPolicy},
+		{"tool-output-store-bytes", "SCIENCE_AGENT_TOOL_OUTPUT_STORE_BYTES", "tool results with more text bytes than this are stored and get a ref", &c.OutStoreBytes},
+		{"tool-output-preview-bytes", "SCIENCE_AGENT_TOOL_OUTPUT_PREVIEW_BYTES", "tool results above this many bytes are shown as a head/tail preview", &c.OutPreviewBytes},
+		{"tool-output-preview-lines", "SCIENCE_AGENT_TOOL_OUTPUT_PREVIEW_LINES", "tool results above this many lines are shown as a head/tail preview", &c.OutPreviewLines},
+		{"tool-output-read-bytes", "SCIENCE_AGENT_TOOL_OUTPUT_READ_BYTES", "bound of one read_tool_output answer", &c.OutReadBytes},
+		{"tool-output-advise-bytes", "SCIENCE_AGENT_TOOL_OUTPUT_ADVISE_BYTES", "cumulative reads of one ref before read_tool_output advises", &c.OutAdviseBytes},
+		{"tool-output-warn-bytes", "SCIENCE_AGENT_TOOL_OUTPUT_WARN_BYTES", "cumulative reads of one ref before the stronger advice", &c.OutWarnBytes},
+		{"tool-output-max-age", "SCIENCE_AGENT_TOOL_OUTPUT_MAX_AGE", "stored tool outputs older than this are removed (0: keep forever)", &c.OutMaxAge},
+		{"tool-output-max-total-bytes", "SCIENCE_AGENT_TOOL_OUTPUT_MAX_TOTAL_BYTES", "oldest stored outputs are removed beyond this total (0: no size cap)", &c.OutMaxTotal},
 	}
 }
 
 func defaultConfig() config {
-	return config{LogLevel: "info", SessionTTL: 30 * time.Minute}
+	l := outputs.DefaultLimits()
+	return config{
+		LogLevel: "info", SessionTTL: 30 * time.Minute,
+		OutStoreBytes: l.StoreAbove, OutPreviewBytes: l.PreviewBytes, OutPreviewLines: l.PreviewLines,
+		OutReadBytes: l.ReadBytes, OutAdviseBytes: l.AdviseBytes, OutWarnBytes: l.WarnBytes,
+		OutMaxAge: l.MaxAge, OutMaxTotal: l.MaxTotalBytes,
+	}
+}
+
+func (c *config) outputLimits() outputs.Limits {
+	return outputs.Limits{
+		StoreAbove: c.OutStoreBytes, PreviewBytes: c.OutPreviewBytes, PreviewLines: c.OutPreviewLines,
+		ReadBytes: c.OutReadBytes, AdviseBytes: c.OutAdviseBytes, WarnBytes: c.OutWarnBytes,
+		MaxAge: c.OutMaxAge, MaxTotalBytes: c.OutMaxTotal,
+	}
 }
 
 // parseServe reads flags, environment and config file into a config.
@@ -75,6 +109,10 @@ func parseServe(args []string, getenv func(string) string) (config, error) {
 			fs.BoolVar(p, s.name, *p, usage)
 		case *time.Duration:
 			fs.DurationVar(p, s.name, *p, usage)
+		case *int:
+			fs.IntVar(p, s.name, *p, usage)
+		case *int64:
+			fs.Int64Var(p, s.name, *p, usage)
 		}
 	}
 	fs.Usage = func() {
@@ -167,6 +205,18 @@ func setValue(s setting, v string) error {
 			return fmt.Errorf("%s: want a duration such as 30m, got %q", s.name, v)
 		}
 		*p = d
+	case *int:
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%s: want a whole number, got %q", s.name, v)
+		}
+		*p = n
+	case *int64:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: want a whole number, got %q", s.name, v)
+		}
+		*p = n
 	}
 	return nil
 }
@@ -179,6 +229,10 @@ func copyValue(dst, src any) {
 		*d = *src.(*bool)
 	case *time.Duration:
 		*d = *src.(*time.Duration)
+	case *int:
+		*d = *src.(*int)
+	case *int64:
+		*d = *src.(*int64)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/sciencediscovery/scimcp/mcpserver"
 	"github.com/sciencediscovery/scimcp/toolkit"
 	"github.com/sciencediscovery/scimcp/workspace"
+	"github.com/sciencediscovery/scimcp/workspace/outputs"
 	"github.com/sciencediscovery/scimcp/workspace/store"
 )
 
@@ -130,11 +131,17 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 	}()
 
+	outs, err := outputs.New(st, cfg.outputLimits())
+	if err != nil {
+		return fmt.Errorf("tool outputs: %w", err)
+	}
+
 	srv, err := mcpserver.New(mcpserver.Options{
 		Version:    version,
 		Logger:     log,
 		Store:      st,
-		Tools:      toolkit.Catalogue(toolkit.Services{Workspace: ws}),
+		Outputs:    outs,
+		Tools:      toolkit.Catalogue(toolkit.Services{Workspace: ws, Outputs: outs}),
 		Groups:     groupsOf(splitList(cfg.Groups)),
 		ToolPolicy: splitList(cfg.ToolPolicy),
 	})
@@ -145,6 +152,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	go retain(ctx, outs, log)
 	errc := make(chan error, 2)
 
 	var httpSrv *http.Server
@@ -190,6 +198,26 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 	}
 	return runErr
+}
+
+// retainEvery is how often the retention policy of stored outputs runs.
+const retainEvery = time.Hour
+
+// retain applies the stored-output retention policy now and then every
+// retainEvery until ctx ends.
+func retain(ctx context.Context, outs *outputs.Store, log hclog.Logger) {
+	for {
+		if n, freed, err := outs.Prune(time.Now()); err != nil {
+			log.Warn("prune stored outputs", "error", err)
+		} else if n > 0 {
+			log.Info("pruned stored outputs", "removed", n, "bytes", freed)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retainEvery):
+		}
+	}
 }
 
 func groupsOf(names []string) []toolkit.Group {
