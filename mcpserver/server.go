@@ -86,8 +86,8 @@ func New(opts Options) (*Server, error) {
 		opts.Logger = hclog.NewNullLogger()
 	}
 	s := &Server{
-		log:       opts.Logger,
-		opts:      opts,
+		log:         opts.Logger,
+		opts:        opts,
 		toolGroup:   map[string]toolkit.Group{},
 		selfBounded: map[string]bool{},
 		groups:      map[toolkit.Group]bool{toolkit.GroupBase: true},
