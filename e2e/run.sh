@@ -119,18 +119,21 @@ start_server() {
     "$SCIMCP_BIN" serve --http "127.0.0.1:$port" --workspace "$ws" --data "$data" \
       --log-level info 2> "$WORK/server.log" < /dev/null &
     SERVER_PID=$!
-    # Wait (up to 10 s) until /mcp answers HTTP at all, or the server exits.
+    # Wait (up to 10 s) until the port accepts TCP connections (a GET on /mcp
+    # would open an SSE stream), or the server exits.
     if "$NODE22" -e '
-      const [url, pid] = process.argv.slice(1);
+      const [port, pid] = process.argv.slice(1);
       const end = Date.now() + 10000;
+      const alive = () => { try { return !/\) Z /.test(require("fs").readFileSync(`/proc/${pid}/stat`, "utf8")); } catch { return false; } };
+      const probe = () => new Promise((r) => { const s = require("net").connect(Number(port), "127.0.0.1");
+        s.once("connect", () => { s.destroy(); r(true); }); s.once("error", () => r(false)); });
       (async () => {
-        while (Date.now() < end) {
-          try { if (/\) Z /.test(require("fs").readFileSync(`/proc/${pid}/stat`, "utf8"))) process.exit(1); } catch { process.exit(1); }
-          try { await fetch(url, { signal: AbortSignal.timeout(1000) }); process.exit(0); } catch {}
+        while (Date.now() < end && alive()) {
+          if (await probe()) process.exit(0);
           await new Promise((r) => setTimeout(r, 50));
         }
         process.exit(1);
-      })();' "http://127.0.0.1:$port/mcp" "$SERVER_PID"; then
+      })();' "$port" "$SERVER_PID"; then
       URL="http://127.0.0.1:$port/mcp"
       return 0
     fi

@@ -91,7 +91,7 @@ func TestBoundThroughClient(t *testing.T) {
 		t.Fatalf("mixed modes: %s", text(res))
 	}
 	res = call(t, c, "read_tool_output", `{"ref":"ref_nothinghere"}`)
-	if !res.IsError || !strings.Contains(text(res), "pattern") {
+	if !res.IsError || !strings.Contains(text(res), "expected form") {
 		t.Fatalf("malformed ref: %s", text(res))
 	}
 

@@ -143,6 +143,42 @@ func TestHTTPForeignHostRefused(t *testing.T) {
 	}
 }
 
+func TestHTTPOriginAndSchemeCase(t *testing.T) {
+	_, ts := httpEnv(t, HTTPOptions{Token: testToken, AllowedOrigins: []string{"https://lab.example.org"}})
+	url := ts.URL + EndpointPath
+	for origin, want := range map[string]int{
+		"http://evil.example.com":  http.StatusForbidden,
+		"null":                     http.StatusForbidden,
+		"http://localhost:3000":    http.StatusOK,
+		"http://127.0.0.1:9":       http.StatusOK,
+		"https://lab.example.org":  http.StatusOK,
+		"https://lab.example.org2": http.StatusForbidden,
+	} {
+		if res := post(t, url, testToken, initBody, map[string]string{"Origin": origin}); res.StatusCode != want {
+			t.Errorf("Origin %s: status %d, want %d", origin, res.StatusCode, want)
+		}
+	}
+	// The auth scheme is case-insensitive (RFC 9110 §11.1).
+	res := post(t, url, "", initBody, map[string]string{"Authorization": "bearer " + testToken})
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("lower-case scheme: status %d", res.StatusCode)
+	}
+	// GET and DELETE need a session id.
+	for _, m := range []string{http.MethodGet, http.MethodDelete} {
+		req, _ := http.NewRequest(m, url, nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set("Accept", "text/event-stream")
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s without session id: status %d", m, r.StatusCode)
+		}
+	}
+}
+
 func TestHTTPOtherPathsNotServed(t *testing.T) {
 	_, ts := httpEnv(t, HTTPOptions{})
 	for _, p := range []string{"/", "/mcp/extra", "/sse"} {

@@ -74,23 +74,23 @@ func TestBadInput(t *testing.T) {
 	}
 	c := e.connect(t)
 	cases := []struct{ name, args, want string }{
-		{"read_file", `{}`, "missing properties"},
-		{"read_file", `{"path":"a.txt","bogus":1}`, "unexpected additional properties"},
-		{"read_file", `{"path":7}`, "type"},
-		{"read_file", `{"path":"a.txt","limit":0}`, "minimum"},
-		{"read_file", `{"path":"a.txt","limit":2001}`, "maximum"},
-		{"read_file", `{"path":"a.txt","offset":-1}`, "minimum"},
+		{"read_file", `{}`, `missing required argument(s) "path"`},
+		{"read_file", `{"path":"a.txt","bogus":1}`, `unknown argument(s) "bogus"`},
+		{"read_file", `{"path":7}`, "path must be of type string, got integer"},
+		{"read_file", `{"path":"a.txt","limit":0}`, "limit must be at least 1, got 0"},
+		{"read_file", `{"path":"a.txt","limit":2001}`, "limit must be at most 2000, got 2001"},
+		{"read_file", `{"path":"a.txt","offset":-1}`, "offset must be at least 0, got -1"},
 		{"read_file", `{"path":"a.txt","offset":1.5}`, "integer"},
 		{"read_file", `{"path":"a.txt","offset":99}`, "past the end"},
 		{"read_file", `{"path":"a.txt","offset":1e300}`, "offset"},
-		{"read_file", `{"path":""}`, "minLength"},
+		{"read_file", `{"path":""}`, "path must not be empty"},
 		{"read_file", `{"path":"a.txt\u0000b"}`, "NUL"},
 		{"read_file", `{"path":"dir"}`, "is a directory"},
 		{"read_file", `{"path":"gone.txt"}`, "does not exist"},
 		{"read_file", `{"path":"../x"}`, "leaves the workspace"},
 		{"read_file", `{"path":"/etc/passwd"}`, "outside the workspace"},
 		{"read_file", `[1,2]`, "JSON object"},
-		{"list_files", `{"path":"x"}`, "unexpected additional properties"},
+		{"list_files", `{"path":"x"}`, `unknown argument(s) "path"`},
 	}
 	for _, tc := range cases {
 		res := call(t, c, tc.name, tc.args)

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -54,6 +56,10 @@ type HTTPOptions struct {
 	SessionIdleTTL time.Duration
 	// MaxBodyBytes bounds a request body; default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// AllowedOrigins lists browser origins ("https://app.example.org")
+	// allowed besides loopback ones. A request whose Origin header names any
+	// other origin gets 403, as the MCP transport specification requires.
+	AllowedOrigins []string
 }
 
 // HTTPHandler returns the streamable HTTP handler, mounted at EndpointPath,
@@ -88,18 +94,28 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, func(context.Context)
 	return mux, closeAll
 }
 
-// guard enforces the bearer token and the body limit. It passes the
-// ResponseWriter through untouched so SSE streaming (http.Flusher) still works.
+// guard enforces the Origin check, the bearer token, the session header on
+// GET and DELETE, and the body limit, before mcp-go sees the request. It
+// passes the ResponseWriter through untouched so SSE streaming (http.Flusher)
+// still works.
 func guard(next http.Handler, o HTTPOptions) http.Handler {
 	want := []byte(o.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if origin := r.Header.Get("Origin"); origin != "" && !originAllowed(origin, o.AllowedOrigins) {
+			http.Error(w, "origin "+origin+" is not allowed", http.StatusForbidden)
+			return
+		}
 		if len(want) > 0 {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
+			scheme, got, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+			if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="scimcp"`)
 				http.Error(w, "missing or wrong bearer token: send Authorization: Bearer <token from --token-file>", http.StatusUnauthorized)
 				return
 			}
+		}
+		if (r.Method == http.MethodGet || r.Method == http.MethodDelete) && r.Header.Get("Mcp-Session-Id") == "" {
+			http.Error(w, "Mcp-Session-Id header required: initialize with a POST first", http.StatusBadRequest)
+			return
 		}
 		if r.ContentLength > o.MaxBodyBytes {
 			http.Error(w, fmt.Sprintf("request body of %d bytes exceeds the limit of %d", r.ContentLength, o.MaxBodyBytes), http.StatusRequestEntityTooLarge)
@@ -110,6 +126,93 @@ func guard(next http.Handler, o HTTPOptions) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// originAllowed accepts loopback origins and the configured ones.
+func originAllowed(origin string, allowed []string) bool {
+	for _, a := range allowed {
+		if strings.EqualFold(strings.TrimSuffix(a, "/"), origin) {
+			return true
+		}
+	}
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return IsLoopback(u.Hostname())
+}
+
+// HTTPServer serves streamable HTTP on a listener until Shutdown.
+type HTTPServer struct {
+	srv           *http.Server
+	closeSessions func(context.Context)
+	cancelBase    context.CancelFunc
+
+	mu     sync.Mutex
+	unused map[net.Conn]bool // connections that have not sent a request yet
+}
+
+// NewHTTPServer builds the HTTP server for s.
+func (s *Server) NewHTTPServer(o HTTPOptions) *HTTPServer {
+	handler, closeSessions := s.HTTPHandler(o)
+	base, cancel := context.WithCancel(context.Background())
+	h := &HTTPServer{unused: map[net.Conn]bool{}}
+	h.srv = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		// Every request's context derives from base, so Shutdown can end
+		// long-lived SSE streams at once instead of waiting for clients
+		// that dropped their connection.
+		BaseContext: func(net.Listener) context.Context { return base },
+		ErrorLog:    s.log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		ConnState:   h.track,
+	}
+	h.closeSessions, h.cancelBase = closeSessions, cancel
+	return h
+}
+
+// track remembers connections that were opened but never used: net/http's
+// Shutdown waits up to 5 s for them, though no request is in flight.
+func (h *HTTPServer) track(c net.Conn, st http.ConnState) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st == http.StateNew {
+		h.unused[c] = true
+	} else {
+		delete(h.unused, c)
+	}
+}
+
+// Serve accepts connections on ln until Shutdown; it returns nil after a
+// shutdown.
+func (h *HTTPServer) Serve(ln net.Listener) error {
+	if err := h.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// shutdownDrain is how long Shutdown lets requests in flight finish before
+// it closes what is left.
+const shutdownDrain = time.Second
+
+// Shutdown closes every session (without ending them: clients may resume
+// after a restart), ends open streams, lets requests in flight finish for
+// up to shutdownDrain, and closes what is left.
+func (h *HTTPServer) Shutdown(ctx context.Context) error {
+	h.closeSessions(ctx)
+	h.cancelBase()
+	h.mu.Lock()
+	for c := range h.unused {
+		c.Close()
+	}
+	h.mu.Unlock()
+	drain, cancel := context.WithTimeout(ctx, shutdownDrain)
+	defer cancel()
+	if err := h.srv.Shutdown(drain); err != nil {
+		return h.srv.Close()
+	}
+	return nil
 }
 
 // CheckListenAddr refuses to listen beyond loopback without a token.

@@ -11,8 +11,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -179,13 +182,61 @@ func decodeArgs(req mcp.CallToolRequest, rs *jsonschema.Resolved) (json.RawMessa
 	return raw, ""
 }
 
-// cleanValidation shortens jsonschema-go's messages ("validating root:
-// required: missing properties: [path]") to their useful part.
+// cleanValidation turns jsonschema-go's messages ("validating
+// /properties/limit: minimum: 0/1 is less than 1.000000") into text a model
+// reads at a glance ("limit must be at least 1, got 0").
 func cleanValidation(err error) string {
 	msg := err.Error()
 	msg = strings.TrimPrefix(msg, "validating root: ")
 	msg = strings.ReplaceAll(msg, "validating /properties/", "")
+	for _, r := range validationRewrites {
+		if m := r.re.FindStringSubmatch(msg); m != nil {
+			return r.format(m)
+		}
+	}
 	return msg
+}
+
+var validationRewrites = []struct {
+	re     *regexp.Regexp
+	format func(m []string) string
+}{
+	{regexp.MustCompile(`^(\w+): minimum: (\S+) is less than (\S+)$`), func(m []string) string {
+		return fmt.Sprintf("%s must be at least %s, got %s", m[1], num(m[3]), num(m[2]))
+	}},
+	{regexp.MustCompile(`^(\w+): maximum: (\S+) is greater than (\S+)$`), func(m []string) string {
+		return fmt.Sprintf("%s must be at most %s, got %s", m[1], num(m[3]), num(m[2]))
+	}},
+	{regexp.MustCompile(`^(\w+): type: .* has type "(\w+)", want "(\w+)"$`), func(m []string) string {
+		return fmt.Sprintf("%s must be of type %s, got %s", m[1], m[3], m[2])
+	}},
+	{regexp.MustCompile(`^(\w+): minLength: .*fewer than (\d+)$`), func(m []string) string {
+		if m[2] == "1" {
+			return m[1] + " must not be empty"
+		}
+		return fmt.Sprintf("%s must be at least %s characters long", m[1], m[2])
+	}},
+	{regexp.MustCompile(`^(\w+): maxLength: .*more than (\d+)$`), func(m []string) string {
+		return fmt.Sprintf("%s must be at most %s characters long", m[1], m[2])
+	}},
+	{regexp.MustCompile(`^(\w+): pattern: (".*") does not match regular expression (".*")$`), func(m []string) string {
+		return fmt.Sprintf("%s %s does not have the expected form %s", m[1], m[2], m[3])
+	}},
+	{regexp.MustCompile(`^required: missing properties: \[(.*)\]$`), func(m []string) string {
+		return "missing required argument(s) " + m[1]
+	}},
+	{regexp.MustCompile(`^unexpected additional properties \[(.*)\]$`), func(m []string) string {
+		return "unknown argument(s) " + m[1]
+	}},
+}
+
+// num renders a validator number ("0/1", "2000.000000") plainly.
+func num(s string) string {
+	if r, ok := new(big.Rat).SetString(s); ok {
+		f, _ := r.Float64()
+		return strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	return s
 }
 
 // ErrorResult turns a handler error into an isError result. Input problems

@@ -154,7 +154,7 @@ func (w *Workspace) mapOpenError(p string, err error) error {
 		return errorf(CodeOutsideWorkspace, err, "%q goes through too many symbolic links", p)
 	case isEscape(err):
 		return errorf(CodeOutsideWorkspace, err,
-			"%q resolves outside the workspace (through a symbolic link or \"..\"); scimcp only accesses files inside it", p)
+			"%q goes through a symbolic link that is absolute or leads out of the workspace; scimcp follows only relative links that stay inside it", p)
 	}
 	return fmt.Errorf("open %q: %w", p, err)
 }

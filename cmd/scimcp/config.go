@@ -26,6 +26,7 @@ type config struct {
 	Stdio      bool
 	HTTP       string
 	TokenFile  string
+	Origins    string
 	LogLevel   string
 	LogJSON    bool
 	SessionTTL time.Duration
@@ -59,6 +60,7 @@ func (c *config) settings() []setting {
 		{"stdio", "SCIMCP_STDIO", "serve MCP over stdin/stdout (the default when --http is not given)", &c.Stdio},
 		{"http", "SCIMCP_HTTP", "serve streamable HTTP at ADDR/mcp, e.g. 127.0.0.1:8765", &c.HTTP},
 		{"token-file", "SCIMCP_TOKEN_FILE", "file holding the bearer token HTTP clients must send (required beyond loopback)", &c.TokenFile},
+		{"allowed-origins", "SCIMCP_ALLOWED_ORIGINS", "comma-separated browser origins allowed besides loopback (others get 403)", &c.Origins},
 		{"log-level", "SCIMCP_LOG_LEVEL", "trace, debug, info, warn or error", &c.LogLevel},
 		{"log-json", "SCIMCP_LOG_JSON", "log JSON lines (to stderr)", &c.LogJSON},
 		{"session-ttl", "SCIMCP_SESSION_TTL", "reclaim HTTP sessions idle this long", &c.SessionTTL},

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -155,19 +154,16 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	go retain(ctx, outs, log)
 	errc := make(chan error, 2)
 
-	var httpSrv *http.Server
-	var closeSessions func(context.Context)
+	var httpSrv *mcpserver.HTTPServer
 	if cfg.HTTP != "" {
 		ln, err := net.Listen("tcp", cfg.HTTP)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.HTTP, err)
 		}
-		var handler http.Handler
-		handler, closeSessions = srv.HTTPHandler(mcpserver.HTTPOptions{Token: token, SessionIdleTTL: cfg.SessionTTL})
-		httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+		httpSrv = srv.NewHTTPServer(mcpserver.HTTPOptions{Token: token, SessionIdleTTL: cfg.SessionTTL, AllowedOrigins: splitList(cfg.Origins)})
 		log.Info("streamable HTTP ready", "url", "http://"+ln.Addr().String()+mcpserver.EndpointPath, "auth", token != "")
 		go func() {
-			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := httpSrv.Serve(ln); err != nil {
 				errc <- fmt.Errorf("http: %w", err)
 			}
 		}()
@@ -192,7 +188,6 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if httpSrv != nil {
-		closeSessions(sctx)
 		if err := httpSrv.Shutdown(sctx); err != nil {
 			log.Warn("http shutdown", "error", err)
 		}

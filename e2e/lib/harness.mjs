@@ -192,20 +192,26 @@ export async function startHttp(t, { workspace, data, args = [], logLevel = 'deb
 }
 
 async function waitForHttp(url, handle, timeoutMs) {
+  // A plain TCP connect: an HTTP probe (a GET on /mcp) would itself open an
+  // SSE stream or a session on the server under test.
+  const { hostname, port } = new URL(url);
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (handle.proc.exitCode !== null || handle.proc.signalCode !== null) {
       throw new Error(`scimcp exited early (code ${handle.proc.exitCode})\n--- stderr ---\n${handle.out.stderr}`);
     }
-    try {
-      // Any HTTP answer (405, 400, 401, ...) means the listener is up.
-      await fetch(url, { method: 'GET', signal: AbortSignal.timeout(1000) }).then((r) => r.body?.cancel());
-      return;
-    } catch {
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const up = await new Promise((resolve) => {
+      const sock = net.connect({ host: hostname, port: Number(port) });
+      sock.once('connect', () => {
+        sock.destroy();
+        resolve(true);
+      });
+      sock.once('error', () => resolve(false));
+    });
+    if (up) return;
+    await new Promise((r) => setTimeout(r, 50));
   }
-  throw new Error(`scimcp did not answer on ${url} within ${timeoutMs} ms\n--- stderr ---\n${handle.out.stderr}`);
+  throw new Error(`scimcp did not listen on ${url} within ${timeoutMs} ms\n--- stderr ---\n${handle.out.stderr}`);
 }
 
 /** Connects an SDK client over Streamable HTTP; optional bearer token. Closed after the test. */

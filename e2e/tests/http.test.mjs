@@ -132,8 +132,10 @@ test('HTTP: --token-file requires the bearer token on every request', T, async (
     await r.body?.cancel();
   }
   const get = await fetch(srv.url, { method: 'GET', headers: { Accept: 'text/event-stream' } });
+  await get.body?.cancel();
   assert.equal(get.status, 401, 'GET without token');
   const del = await fetch(srv.url, { method: 'DELETE' });
+  await del.body?.cancel();
   assert.equal(del.status, 401, 'DELETE without token');
 
   const good = await rawPost(srv.url, INITIALIZE, { Authorization: `Bearer ${TOKEN}` });
