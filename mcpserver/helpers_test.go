@@ -7,21 +7,33 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/sciencediscovery/scimcp/runner"
 	"github.com/sciencediscovery/scimcp/toolkit"
 	"github.com/sciencediscovery/scimcp/workspace"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
 	"github.com/sciencediscovery/scimcp/workspace/store"
 )
 
+// TestMain lets the test binary act as the sandbox helper (as the scimcp
+// binary does with `scimcp __sandbox`).
+func TestMain(m *testing.M) {
+	if os.Getenv("SCIMCP_TEST_HELPER") == "1" {
+		os.Exit(runner.SandboxMain(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
 type testEnv struct {
 	srv   *Server
 	ws    *workspace.Workspace
 	store *store.Store
 	outs  *outputs.Store
+	execs *runner.Executions
 	dir   string
 	data  string
 }
@@ -58,8 +70,20 @@ func (e *testEnv) start(t *testing.T, mutate func(*Options), extra ...toolkit.To
 	if err != nil {
 		t.Fatal(err)
 	}
+	local, err := runner.NewLocal(runner.LocalConfig{
+		Workspace: e.dir, StateDir: filepath.Join(e.data, "sandbox"),
+		Helper: []string{os.Args[0]}, HelperEnv: []string{"SCIMCP_TEST_HELPER=1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	execs, err := runner.NewExecutions(runner.Config{Store: st, Runners: []runner.Runner{local}, CancelGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { execs.Shutdown(5 * time.Second) })
 	opts := Options{Version: "test", Store: st, Outputs: outs,
-		Tools: append(toolkit.Catalogue(toolkit.Services{Workspace: e.ws, Outputs: outs}), extra...)}
+		Tools: append(toolkit.Catalogue(toolkit.Services{Workspace: e.ws, Outputs: outs, Executions: execs}), extra...)}
 	if mutate != nil {
 		mutate(&opts)
 	}
@@ -67,7 +91,7 @@ func (e *testEnv) start(t *testing.T, mutate func(*Options), extra ...toolkit.To
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.srv, e.store, e.outs = srv, st, outs
+	e.srv, e.store, e.outs, e.execs = srv, st, outs, execs
 }
 
 // stop closes the data folder (the server process "exits").

@@ -207,6 +207,18 @@ func (s *Server) callMiddleware(next server.ToolHandlerFunc) server.ToolHandlerF
 		if sess != nil {
 			caller = toolkit.Caller{Session: sess.ID, Owner: sess.Owner}
 		}
+		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+			token := req.Params.Meta.ProgressToken
+			caller.Progress = func(progress, total float64, message string) {
+				params := map[string]any{"progressToken": token, "progress": progress, "message": message}
+				if total > 0 {
+					params["total"] = total
+				}
+				if err := s.mcp.SendNotificationToClient(ctx, "notifications/progress", params); err != nil {
+					s.log.Debug("progress notification", "error", err)
+				}
+			}
+		}
 		ctx = toolkit.WithCaller(ctx, caller)
 		res, err := next(ctx, req)
 		if err != nil || res == nil || s.opts.Outputs == nil || s.selfBounded[req.Params.Name] {

@@ -27,7 +27,7 @@ func TestListAndReadThroughClient(t *testing.T) {
 	}
 	c := e.connect(t)
 
-	if got := toolNames(t, c); !slices.Equal(got, []string{"list_files", "read_file", "read_tool_output"}) {
+	if got := toolNames(t, c); !slices.Equal(got, []string{"execution_cancel", "execution_logs", "execution_status", "list_files", "read_file", "read_tool_output", "run_shell"}) {
 		t.Fatalf("tools/list = %v", got)
 	}
 
@@ -174,7 +174,7 @@ func TestGroupsAndPolicy(t *testing.T) {
 		if got := toolNames(t, a); !slices.Equal(got, []string{"list_files"}) {
 			t.Fatalf("narrowed session sees %v", got)
 		}
-		if got := toolNames(t, b); len(got) != 4 {
+		if got := toolNames(t, b); len(got) != 8 {
 			t.Fatalf("other session sees %v", got)
 		}
 		req := mcp.CallToolRequest{}

@@ -1,6 +1,7 @@
 package toolkit
 
 import (
+	"github.com/sciencediscovery/scimcp/runner"
 	"github.com/sciencediscovery/scimcp/workspace"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
 )
@@ -9,14 +10,25 @@ import (
 type Services struct {
 	Workspace *workspace.Workspace
 	Outputs   *outputs.Store
+	// Executions runs run_shell and friends; nil leaves them out.
+	Executions *runner.Executions
 }
 
 // Catalogue returns every tool scimcp can serve, in a stable order. Which of
 // them a session sees is mcpserver's business (groups and toolPolicy).
 func Catalogue(svc Services) []Tool {
-	return []Tool{
+	tools := []Tool{
 		listFiles(svc.Workspace),
 		readFile(svc.Workspace),
 		readToolOutput(svc.Outputs),
 	}
+	if svc.Executions != nil {
+		tools = append(tools,
+			runShell(svc.Workspace, svc.Executions),
+			executionStatus(svc.Executions),
+			executionLogs(svc.Executions),
+			executionCancel(svc.Executions),
+		)
+	}
+	return tools
 }

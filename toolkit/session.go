@@ -13,6 +13,9 @@ type Caller struct {
 	// every stdio session of a data folder, because a stdio server has one
 	// client, which restarts it at will.
 	Owner string
+	// Progress reports progress to the client when it asked for it (a
+	// progress token); nil otherwise.
+	Progress func(progress, total float64, message string)
 }
 
 type callerKey struct{}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sciencediscovery/scimcp/runner"
 	"github.com/sciencediscovery/scimcp/workspace"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
 	"github.com/sciencediscovery/scimcp/workspace/store"
@@ -30,9 +31,17 @@ func TestToolSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	local, err := runner.NewLocal(runner.LocalConfig{Workspace: ws.Dir(), StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	execs, err := runner.NewExecutions(runner.Config{Store: db, Runners: []runner.Runner{local}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	update := os.Getenv("UPDATE_TOOLSNAPS") == "true"
 	seen := map[string]bool{}
-	for _, tool := range Catalogue(Services{Workspace: ws, Outputs: outs}) {
+	for _, tool := range Catalogue(Services{Workspace: ws, Outputs: outs, Executions: execs}) {
 		got, err := json.MarshalIndent(tool.Def, "", "  ")
 		if err != nil {
 			t.Fatal(err)

@@ -18,6 +18,7 @@ type FileInfo struct {
 	ModTime   time.Time
 	MediaType string
 	Binary    bool
+	Mode      os.FileMode // set by Stat
 }
 
 // ReadResult is one page of a text file, or the description of a binary file.
@@ -97,4 +98,15 @@ func (c *indexCache) get(path string, st os.FileInfo) *LineIndex {
 		delete(c.byKey, last.Value.(*indexEntry).path)
 	}
 	return e.idx
+}
+
+// Stat describes the regular workspace file at p, refusing what ReadFile
+// refuses (paths outside, directories, FIFOs, symlinks that leave).
+func (w *Workspace) Stat(p string) (FileInfo, error) {
+	f, rel, st, err := w.openRegular(p)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	f.Close()
+	return FileInfo{Path: rel, Size: st.Size(), ModTime: st.ModTime(), Mode: st.Mode()}, nil
 }

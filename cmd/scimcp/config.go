@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sciencediscovery/scimcp/runner"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
 )
 
@@ -32,6 +33,14 @@ type config struct {
 	SessionTTL time.Duration
 	Groups     string
 	ToolPolicy string
+
+	// Executions.
+	Sandbox     string
+	Network     bool
+	ExecTimeout time.Duration
+	ExecMemory  int64
+	ExecProcs   int
+	ExecLog     int64
 
 	// Result bounding (the seed's SCIENCE_AGENT_TOOL_OUTPUT_* thresholds).
 	OutStoreBytes   int
@@ -66,6 +75,12 @@ func (c *config) settings() []setting {
 		{"session-ttl", "SCIMCP_SESSION_TTL", "reclaim HTTP sessions idle this long", &c.SessionTTL},
 		{"groups", "SCIMCP_GROUPS", "comma-separated optional tool groups to turn on (base tools are always on)", &c.Groups},
 		{"tool-policy", "SCIMCP_TOOL_POLICY", "comma-separated whitelist of tool names every session is limited to (empty: no limit)", &c.ToolPolicy},
+		{"sandbox", "SCIMCP_SANDBOX", "bwrap (default) or none; none runs commands UNSANDBOXED, for development only", &c.Sandbox},
+		{"network", "SCIMCP_NETWORK", "let sandboxed commands reach the network", &c.Network},
+		{"exec-timeout", "SCIMCP_EXEC_TIMEOUT", "wall-time limit of one execution", &c.ExecTimeout},
+		{"exec-memory-bytes", "SCIMCP_EXEC_MEMORY_BYTES", "memory limit of one execution's process tree", &c.ExecMemory},
+		{"exec-procs", "SCIMCP_EXEC_PROCS", "process limit of one execution's process tree", &c.ExecProcs},
+		{"exec-log-bytes", "SCIMCP_EXEC_LOG_BYTES", "log kept per execution (beyond it, the last 1 MiB)", &c.ExecLog},
 		{"tool-output-store-bytes", "SCIENCE_AGENT_TOOL_OUTPUT_STORE_BYTES", "tool results with more text bytes than this are stored and get a ref", &c.OutStoreBytes},
 		{"tool-output-preview-bytes", "SCIENCE_AGENT_TOOL_OUTPUT_PREVIEW_BYTES", "tool results above this many bytes are shown as a head/tail preview", &c.OutPreviewBytes},
 		{"tool-output-preview-lines", "SCIENCE_AGENT_TOOL_OUTPUT_PREVIEW_LINES", "tool results above this many lines are shown as a head/tail preview", &c.OutPreviewLines},
@@ -81,6 +96,8 @@ func defaultConfig() config {
 	l := outputs.DefaultLimits()
 	return config{
 		LogLevel: "info", SessionTTL: 30 * time.Minute,
+		Sandbox: runner.SandboxBwrap, ExecTimeout: runner.DefaultWall, ExecMemory: runner.DefaultMemoryBytes,
+		ExecProcs: runner.DefaultProcs, ExecLog: runner.DefaultOutputBytes,
 		OutStoreBytes: l.StoreAbove, OutPreviewBytes: l.PreviewBytes, OutPreviewLines: l.PreviewLines,
 		OutReadBytes: l.ReadBytes, OutAdviseBytes: l.AdviseBytes, OutWarnBytes: l.WarnBytes,
 		OutMaxAge: l.MaxAge, OutMaxTotal: l.MaxTotalBytes,

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/sciencediscovery/scimcp/mcpserver"
+	"github.com/sciencediscovery/scimcp/runner"
 	"github.com/sciencediscovery/scimcp/toolkit"
 	"github.com/sciencediscovery/scimcp/workspace"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
@@ -43,6 +45,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case runner.HelperCommand:
+		return runner.SandboxMain(args[1:])
 	case "serve":
 		if err := serve(args[1:], stdin, stdout, stderr); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
@@ -135,12 +139,31 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("tool outputs: %w", err)
 	}
 
+	local, err := runner.NewLocal(runner.LocalConfig{
+		Workspace: cfg.Workspace,
+		Sandbox:   cfg.Sandbox,
+		Network:   cfg.Network,
+		Limits:    runner.Limits{Wall: cfg.ExecTimeout, MemoryBytes: cfg.ExecMemory, Procs: cfg.ExecProcs, OutputBytes: cfg.ExecLog},
+		StateDir:  filepath.Join(cfg.Data, "sandbox"),
+		Log:       log.Named("runner"),
+	})
+	if err != nil {
+		return err
+	}
+	d := local.Describe()
+	log.Info("runner ready", "runner", d.Name, "sandbox", d.Sandbox, "limits", d.Limits)
+	execs, err := runner.NewExecutions(runner.Config{Store: st, Runners: []runner.Runner{local}, Log: log.Named("executions")})
+	if err != nil {
+		return fmt.Errorf("executions: %w", err)
+	}
+	defer execs.Shutdown(2 * time.Second)
+
 	srv, err := mcpserver.New(mcpserver.Options{
 		Version:    version,
 		Logger:     log,
 		Store:      st,
 		Outputs:    outs,
-		Tools:      toolkit.Catalogue(toolkit.Services{Workspace: ws, Outputs: outs}),
+		Tools:      toolkit.Catalogue(toolkit.Services{Workspace: ws, Outputs: outs, Executions: execs}),
 		Groups:     groupsOf(splitList(cfg.Groups)),
 		ToolPolicy: splitList(cfg.ToolPolicy),
 	})
