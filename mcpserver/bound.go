@@ -1,8 +1,6 @@
 package mcpserver
 
 import (
-	"strings"
-
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/sciencediscovery/scimcp/toolkit"
@@ -16,21 +14,22 @@ const MetaOutputKey = "scimcp/output"
 // and in the text, and a preview replaces the text when the result is too
 // large. Non-text contents (images, resource links) pass unchanged.
 func (s *Server) bound(c toolkit.Caller, tool string, res *mcp.CallToolResult) *mcp.CallToolResult {
-	var sb strings.Builder
+	var all string
 	texts := 0
 	for _, ct := range res.Content {
 		if tc, ok := ct.(mcp.TextContent); ok {
-			if texts > 0 {
-				sb.WriteByte('\n')
+			if texts == 0 {
+				all = tc.Text // the common case: one text content, no copy
+			} else {
+				all += "\n" + tc.Text
 			}
-			sb.WriteString(tc.Text)
 			texts++
 		}
 	}
-	if sb.Len() <= s.opts.Outputs.Limits().StoreAbove {
+	if len(all) <= s.opts.Outputs.Limits().StoreAbove {
 		return res
 	}
-	b, err := s.opts.Outputs.Bound(c.Owner, c.Session, tool, sb.String())
+	b, err := s.opts.Outputs.Bound(c.Owner, c.Session, tool, all)
 	if err != nil {
 		// The result cannot be stored: say so rather than pass an unbounded
 		// result or drop it silently.

@@ -183,11 +183,12 @@ func (e *Executions) markLost() (int, error) {
 			}
 			rec.State, rec.Ended = Lost, &now
 			rec.Reason = "the server stopped while this execution ran; its process tree ended with the server"
-			if f, err := os.OpenFile(filepath.Join(e.dir, rec.ID, "output.log"), os.O_WRONLY|os.O_APPEND, 0); err == nil {
-				m, _ := f.WriteString("\n[scimcp: the server stopped while this execution ran; it is marked lost]\n")
+			logPath := filepath.Join(e.dir, rec.ID, "output.log")
+			if f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+				f.WriteString("\n[scimcp: the server stopped while this execution ran; it is marked lost]\n")
 				f.Close()
-				rec.LogBytes += int64(m)
 			}
+			rec.LogBytes, rec.StderrBytes = fileSize(logPath), fileSize(filepath.Join(e.dir, rec.ID, "stderr.log"))
 			n++
 			return store.PutJSON(b, k, rec)
 		})

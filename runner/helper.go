@@ -12,11 +12,12 @@ import (
 // HelperCommand is the argument that makes the scimcp binary act as the
 // sandbox helper: `scimcp __sandbox [--cgroup FILE]... [--rlimit NAME=N]... -- PROG ARGS...`.
 //
-// The helper runs between the server and bwrap. It joins the execution's
-// cgroups before anything else runs, so not one process of the tree escapes
-// the limits (a parent cannot move a child that has already forked), sets
-// rlimits where cgroups are unavailable, and then replaces itself with the
-// sandbox (execve), keeping its pid.
+// The unsandboxed (development) mode runs commands through it: it joins the
+// execution's cgroups before anything else runs, so not one process of the
+// tree escapes the limits (a parent cannot move a child that has already
+// forked), sets rlimits where cgroups are unavailable, and then replaces
+// itself with the command (execve), keeping its pid. The bwrap sandbox needs
+// no helper: bwrap waits on --block-fd while the server confines it.
 const HelperCommand = "__sandbox"
 
 // SandboxMain is the helper's main; args follow HelperCommand. It returns an
@@ -85,4 +86,13 @@ var rlimitNames = map[string]int{
 	"nproc": 6, // RLIMIT_NPROC on Linux
 	"core":  syscall.RLIMIT_CORE,
 	"fsize": syscall.RLIMIT_FSIZE,
+}
+
+func rlimitName(res int) string {
+	for k, v := range rlimitNames {
+		if v == res {
+			return k
+		}
+	}
+	return strconv.Itoa(res)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
 )
 
 // Sandbox modes of the local runner.
@@ -42,10 +43,12 @@ const sandboxPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 
 // etcAllowlist is every /etc entry a sandboxed program sees: what dynamic
 // linking, TLS, name resolution, locales, time zones, fonts and the common
-// interpreters need, and nothing else (no shadow files, keys or server
-// configuration). Missing entries are skipped.
+// interpreters need, and nothing else (no shadow files, private keys or
+// server configuration). Missing entries are skipped. At start the runner
+// copies them into its state folder, which the sandbox mounts read-only as
+// /etc in one bind (a bind per entry costs a mount each, every call).
 var etcAllowlist = []string{
-	"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl", "ca-certificates", "ca-certificates.conf",
+	"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf",
 	"fonts", "localtime", "timezone", "mime.types", "nsswitch.conf", "hosts", "host.conf", "resolv.conf", "gai.conf",
 	"protocols", "services", "python3", "python3.11", "R", "matplotlibrc", "inputrc", "bash.bashrc", "profile",
 	"terminfo", "magic", "magic.mime", "papersize", "debian_version", "os-release", "lsb-release", "environment",
@@ -86,6 +89,7 @@ type Local struct {
 	disableNS  bool  // bwrap supports --disable-userns
 	passwd     string
 	group      string
+	etc        string // the sandbox's /etc, prepared at start
 	root       bool
 	hostLayout []string // bwrap arguments for /bin, /lib, ... symlinks or binds
 }
@@ -159,8 +163,9 @@ func withDefaults(l, d Limits) Limits {
 	return l
 }
 
-// writeIdentity writes the passwd and group files the sandbox sees, so
-// `id`, `whoami` and Python's getpass work without the host's files.
+// writeIdentity prepares the sandbox's /etc: the allowlisted entries of the
+// host's, and passwd and group files of its own, so `id`, `whoami` and
+// Python's getpass work without the host's account files.
 func (l *Local) writeIdentity() error {
 	if l.cfg.StateDir == "" {
 		return nil
@@ -168,9 +173,25 @@ func (l *Local) writeIdentity() error {
 	if err := os.MkdirAll(l.cfg.StateDir, 0o700); err != nil {
 		return err
 	}
+	etc := filepath.Join(l.cfg.StateDir, "etc")
+	tmp := etc + ".new"
+	os.RemoveAll(tmp)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return err
+	}
+	for _, e := range etcAllowlist {
+		if err := copyTree(filepath.Join("/etc", e), filepath.Join(tmp, e)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("prepare the sandbox's /etc: %w", err)
+		}
+	}
+	os.RemoveAll(etc)
+	if err := os.Rename(tmp, etc); err != nil {
+		return err
+	}
+	l.etc = etc
 	uid, gid := os.Getuid(), os.Getgid()
-	l.passwd = filepath.Join(l.cfg.StateDir, "passwd")
-	l.group = filepath.Join(l.cfg.StateDir, "group")
+	l.passwd = filepath.Join(etc, "passwd")
+	l.group = filepath.Join(etc, "group")
 	pw := fmt.Sprintf("root:x:0:0:root:/tmp:/bin/bash\nscimcp:x:%d:%d:scimcp sandbox:/tmp:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", uid, gid)
 	if uid == 0 {
 		pw = "root:x:0:0:scimcp sandbox:/tmp:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
@@ -238,32 +259,49 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Handle, error) {
 		l.cfg.Log.Warn("cgroup setup failed; falling back to rlimits", "execution", spec.ID, "error", err)
 		cg = nil
 	}
-	args := append([]string{}, l.cfg.Helper[1:]...)
-	for _, f := range cg.procsFiles() {
-		args = append(args, "--cgroup", f)
-	}
-	args = append(args, "--rlimit", "core=0")
+	// Limits must hold for every process of the tree from its first
+	// instruction. bwrap is started with --block-fd: it sets up the sandbox
+	// and then waits, before it runs the command, until the server has put
+	// it (and the sandbox's first process) into the execution's cgroups, or
+	// set rlimits on them where cgroups are unavailable. Unsandboxed mode
+	// has no such pause and goes through the sandbox helper instead.
+	rlimits := map[int]uint64{unix.RLIMIT_CORE: 0}
 	if cg == nil {
-		args = append(args, "--rlimit", "as="+strconv.FormatInt(limits.MemoryBytes, 10),
-			"--rlimit", "nproc="+strconv.Itoa(limits.Procs))
+		rlimits[unix.RLIMIT_AS] = uint64(limits.MemoryBytes)
+		rlimits[unix.RLIMIT_NPROC] = uint64(limits.Procs)
 	}
-	args = append(args, "--")
-	var dir string
+	var cmd *exec.Cmd
+	var blockW *os.File
 	env := l.environment(spec)
 	if l.cfg.Sandbox == SandboxNone {
-		args = append(args, spec.Argv...)
-		dir = l.cfg.Workspace
+		args := append([]string{}, l.cfg.Helper[1:]...)
+		for _, f := range cg.procsFiles() {
+			args = append(args, "--cgroup", f)
+		}
+		for res, n := range rlimits {
+			args = append(args, "--rlimit", rlimitName(res)+"="+strconv.FormatUint(n, 10))
+		}
+		args = append(append(args, "--"), spec.Argv...)
+		cmd = exec.Command(l.cfg.Helper[0], args...)
+		cmd.Env = append(append([]string{}, l.cfg.HelperEnv...), env...)
+		cmd.Dir = l.cfg.Workspace
 		if spec.Dir != "" {
-			dir = spec.Dir
+			cmd.Dir = spec.Dir
 		}
 	} else {
-		args = append(args, l.bwrapArgs(spec, env)...)
-		env = nil // bwrap --clearenv sets the sandbox's environment
+		blockR, w, err := os.Pipe()
+		if err != nil {
+			cg.remove()
+			return nil, err
+		}
+		blockW = w
+		defer blockR.Close()
+		defer blockW.Close()
+		bw := l.bwrapArgs(spec, env)
+		cmd = exec.Command(bw[0], append([]string{"--block-fd", "3"}, bw[1:]...)...)
+		cmd.ExtraFiles = []*os.File{blockR}
+		cmd.Env = []string{} // bwrap --clearenv sets the sandbox's environment
 	}
-
-	cmd := exec.Command(l.cfg.Helper[0], args...)
-	cmd.Env = append(append([]string{}, l.cfg.HelperEnv...), env...)
-	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 
 	// stdout goes through a pseudo-terminal, so C stdio and Python flush per
@@ -293,6 +331,18 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Handle, error) {
 	}
 	tty.Close()
 	errW.Close()
+	if blockW != nil {
+		if err := confine(cmd.Process.Pid, cg, rlimits); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			ptmx.Close()
+			errR.Close()
+			cg.remove()
+			return nil, fmt.Errorf("confine the sandbox: %w", err)
+		}
+		blockW.Write([]byte{1})
+		blockW.Close()
+	}
 
 	h := &localHandle{cmd: cmd, cg: cg, done: make(chan struct{}), log: l.cfg.Log}
 	var copiers sync.WaitGroup
@@ -323,6 +373,36 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Handle, error) {
 		close(h.done)
 	}()
 	return h, nil
+}
+
+// confine puts bwrap and the processes it has forked so far into the
+// execution's cgroups and sets the rlimits on them. bwrap goes first: a
+// process it forks after that inherits the groups, and one it forked before
+// shows up in the walk that follows.
+func confine(pid int, cg *cgroup, rlimits map[int]uint64) error {
+	apply := func(p int) error {
+		for _, f := range cg.procsFiles() {
+			if err := os.WriteFile(f, []byte(strconv.Itoa(p)), 0); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return err
+			}
+		}
+		for res, n := range rlimits {
+			lim := unix.Rlimit{Cur: n, Max: n}
+			if err := unix.Prlimit(p, res, &lim, nil); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("prlimit: %w", err)
+			}
+		}
+		return nil
+	}
+	if err := apply(pid); err != nil {
+		return err
+	}
+	for _, p := range descendants(pid) {
+		if err := apply(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // environment is the clean environment of a sandboxed command: nothing of
@@ -364,17 +444,21 @@ func (l *Local) bwrapArgs(spec Spec, env []string) []string {
 	}
 	a = append(a, "--ro-bind", "/usr", "/usr")
 	a = append(a, l.hostLayout...)
-	for _, e := range etcAllowlist {
-		a = append(a, "--ro-bind-try", "/etc/"+e, "/etc/"+e)
-	}
-	if l.passwd != "" {
-		a = append(a, "--ro-bind", l.passwd, "/etc/passwd", "--ro-bind", l.group, "/etc/group")
+	if l.etc != "" {
+		a = append(a, "--ro-bind", l.etc, "/etc")
+	} else {
+		for _, e := range etcAllowlist {
+			a = append(a, "--ro-bind-try", "/etc/"+e, "/etc/"+e)
+		}
 	}
 	for _, p := range l.cfg.ReadOnly {
 		a = append(a, "--ro-bind-try", p, p)
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
 		"--bind", l.cfg.Workspace, SandboxWorkspace)
+	// bwrap builds the sandbox's root on a tmpfs; make it read-only too, so
+	// the only writable places are the workspace and /tmp.
+	a = append(a, "--remount-ro", "/")
 	dir := SandboxWorkspace
 	if spec.Dir != "" {
 		dir = spec.Dir
@@ -386,6 +470,47 @@ func (l *Local) bwrapArgs(spec Spec, env []string) []string {
 	}
 	a = append(a, "--")
 	return append(a, spec.Argv...)
+}
+
+// copyTree copies a file, symlink or folder (recursively) from src to dst,
+// creating dst's parents. Symlinks are copied as symlinks.
+func copyTree(src, dst string) error {
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	switch {
+	case fi.Mode()&os.ModeSymlink != 0:
+		target, err := os.Readlink(src)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, dst)
+	case fi.IsDir():
+		if err := os.MkdirAll(dst, fi.Mode().Perm()|0o700); err != nil {
+			return err
+		}
+		entries, err := os.ReadDir(src)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := copyTree(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil && !errors.Is(err, os.ErrPermission) {
+				return err
+			}
+		}
+		return nil
+	case fi.Mode().IsRegular():
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, data, fi.Mode().Perm())
+	}
+	return nil // sockets, devices: not copied
 }
 
 // localHandle implements Handle for a local process tree.

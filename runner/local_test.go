@@ -17,6 +17,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+func testBinary() string { return os.Args[0] }
+
 func newLocal(t *testing.T, mutate func(*runner.LocalConfig)) *runner.Local {
 	t.Helper()
 	cfg := runner.LocalConfig{

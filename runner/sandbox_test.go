@@ -61,6 +61,12 @@ func TestSandboxHolds(t *testing.T) {
 			t.Fatalf("file written in the sandbox not in the workspace: %q", b)
 		}
 	})
+	t.Run("only the workspace and /tmp are writable", func(t *testing.T) {
+		e, out := run(t, r, `for d in / /etc /usr /var /home /opt; do echo x > $d/probe 2>/dev/null && echo "WROTE $d"; done; echo x > /tmp/probe && echo tmp-ok; echo x > /workspace/probe && echo ws-ok`, runner.Limits{})
+		if e.Code != 0 || strings.Contains(out, "WROTE") || !strings.Contains(out, "tmp-ok") || !strings.Contains(out, "ws-ok") {
+			t.Fatalf("writable places: %+v %q", e, out)
+		}
+	})
 	t.Run("no writes outside the workspace, even by remounting", func(t *testing.T) {
 		marker := "scimcp-escape-" + fmt.Sprint(time.Now().UnixNano())
 		script := fmt.Sprintf(`touch /usr/%[1]s; mount -o remount,rw,bind /usr 2>/dev/null && touch /usr/%[1]s;

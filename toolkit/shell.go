@@ -283,7 +283,10 @@ func inlineOutput(ctx context.Context, ex *runner.Executions, owner string, rec 
 	if err != nil {
 		return "", false, 0, err
 	}
-	tailFrom := rec.LogBytes - (inlineOutputBytes - inlineHeadBytes)
+	// The marker between head and tail comes out of the tail's share, so
+	// the whole stays within inlineOutputBytes.
+	const markerRoom = 128
+	tailFrom := rec.LogBytes - (inlineOutputBytes - inlineHeadBytes - markerRoom)
 	tail, err := ex.Logs(ctx, owner, rec.ID, tailFrom, runner.MaxLogChunk, "", 0)
 	if err != nil {
 		return "", false, 0, err

@@ -2,10 +2,10 @@ package workspace
 
 import (
 	"context"
-	"errors"
-	"io/fs"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -57,51 +57,81 @@ func (w *Workspace) List(ctx context.Context) (Listing, error) {
 			l.OmittedExact = false
 			break
 		}
-		entries, err := w.readDir(dir)
+		f, entries, err := w.readDir(dir)
 		if err != nil {
 			l.Unreadable = append(l.Unreadable, dir)
 			continue
 		}
 		for _, de := range entries {
-			p := de.Name()
+			p := de.name
 			if dir != "." {
-				p = dir + "/" + de.Name()
+				p = dir + "/" + de.name
 			}
-			if de.Type()&fs.ModeSymlink != 0 {
+			typ := de.typ
+			var st syscall.Stat_t
+			statted := false
+			if typ == syscall.DT_UNKNOWN {
+				s, err := lstatAt(f, de.name)
+				if err != nil {
+					continue // vanished
+				}
+				st, statted, typ = s, true, modeToDT(s.Mode)
+			}
+			if typ == syscall.DT_LNK {
 				l.Symlinks++
 				continue
 			}
 			visited++
-			if de.IsDir() {
+			isDir := typ == syscall.DT_DIR
+			if isDir {
 				queue = append(queue, p)
 			}
 			if len(l.Entries) >= MaxListEntries {
 				l.Omitted++
 				continue
 			}
-			e := Entry{Path: p, Dir: de.IsDir()}
-			if info, err := de.Info(); err == nil {
-				e.ModTime = info.ModTime()
-				if !e.Dir {
-					e.Size = info.Size()
+			if !statted {
+				s, err := lstatAt(f, de.name)
+				if err != nil {
+					continue // vanished between the listing and the stat
 				}
+				st = s
+			}
+			e := Entry{Path: p, Dir: isDir, ModTime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec)}
+			if !isDir {
+				e.Size = st.Size
 			}
 			l.Entries = append(l.Entries, e)
 		}
+		f.Close()
 	}
 	return l, nil
 }
 
-func (w *Workspace) readDir(dir string) ([]fs.DirEntry, error) {
-	f, err := w.root.Open(dir)
+func modeToDT(mode uint32) uint8 {
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		return syscall.DT_DIR
+	case syscall.S_IFLNK:
+		return syscall.DT_LNK
+	case syscall.S_IFREG:
+		return syscall.DT_REG
+	}
+	return syscall.DT_UNKNOWN
+}
+
+// readDir opens a workspace folder and lists it sorted by name; the caller
+// closes the returned handle.
+func (w *Workspace) readDir(dir string) (*os.File, []dirent, error) {
+	f, err := w.openDirBeneath(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer f.Close()
-	entries, err := f.ReadDir(-1)
-	if err != nil && len(entries) == 0 && !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
+	entries, err := readDirents(f)
+	if err != nil && len(entries) == 0 {
+		f.Close()
+		return nil, nil, err
 	}
-	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return entries, nil
+	slices.SortFunc(entries, func(a, b dirent) int { return strings.Compare(a.name, b.name) })
+	return f, entries, nil
 }

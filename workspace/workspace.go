@@ -32,8 +32,9 @@ const MaxPathBytes = 4096
 // Workspace is one workspace folder opened for safe access. It is safe for use
 // by many goroutines.
 type Workspace struct {
-	dir   string // absolute, symlinks resolved
-	root  *os.Root
+	dir     string // absolute, symlinks resolved
+	root    *os.Root
+	dirFile *os.File // the workspace folder itself, for openat2
 	index *indexCache
 }
 
@@ -57,7 +58,11 @@ func Open(dir string) (*Workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace %q: %w", dir, err)
 	}
-	return &Workspace{dir: abs, root: root, index: newIndexCache(defaultIndexCacheEntries)}, nil
+	w := &Workspace{dir: abs, root: root, index: newIndexCache(defaultIndexCacheEntries)}
+	if f, err := root.Open("."); err == nil {
+		w.dirFile = f
+	}
+	return w, nil
 }
 
 // Dir returns the absolute host path of the workspace.
@@ -68,7 +73,12 @@ func (w *Workspace) Dir() string { return w.dir }
 func (w *Workspace) Root() *os.Root { return w.root }
 
 // Close releases the workspace's directory handle.
-func (w *Workspace) Close() error { return w.root.Close() }
+func (w *Workspace) Close() error {
+	if w.dirFile != nil {
+		w.dirFile.Close()
+	}
+	return w.root.Close()
+}
 
 // Clean turns a caller's path into a clean, slash-separated path relative to
 // the workspace root ("." for the root itself). It accepts relative paths,

@@ -214,10 +214,14 @@ async function waitForHttp(url, handle, timeoutMs) {
   throw new Error(`scimcp did not listen on ${url} within ${timeoutMs} ms\n--- stderr ---\n${handle.out.stderr}`);
 }
 
-/** Connects an SDK client over Streamable HTTP; optional bearer token. Closed after the test. */
-export async function connectHttp(t, url, { token } = {}) {
+/**
+ * Connects an SDK client over Streamable HTTP; optional bearer token. Closed after the test.
+ * With `sessionId` the transport resumes that Mcp-Session-Id (the SDK then skips
+ * initialize), as a host does when it reconnects to a restarted server.
+ */
+export async function connectHttp(t, url, { token, sessionId } = {}) {
   const requestInit = token ? { headers: { Authorization: `Bearer ${token}` } } : undefined;
-  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit });
+  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit, sessionId });
   const client = new Client(CLIENT_INFO, { capabilities: {} });
   const errors = [];
   client.onerror = (err) => errors.push(err);

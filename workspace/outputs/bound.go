@@ -100,11 +100,15 @@ func headOf(s string, maxBytes, maxLines int) (string, int) {
 // maxLines; if the last line alone is too long, its tail cut at a character
 // boundary.
 func tailOf(s string, maxBytes, maxLines int) (string, int) {
+	// body is s without its final newline; each step moves start to the
+	// beginning of the line before it.
 	body := strings.TrimSuffix(s, "\n")
 	start, lines := len(body), 0
 	for lines < maxLines && start > 0 {
-		i := strings.LastIndexByte(body[:start], '\n')
-		prev := i + 1
+		prev := strings.LastIndexByte(body[:start-1], '\n') + 1
+		if start == len(body) {
+			prev = strings.LastIndexByte(body, '\n') + 1
+		}
 		if len(s)-prev > maxBytes {
 			break
 		}

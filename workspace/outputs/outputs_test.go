@@ -12,6 +12,15 @@ import (
 	"github.com/sciencediscovery/scimcp/workspace/store"
 )
 
+func newStoreTB(tb testing.TB) (*Store, error) {
+	db, err := store.Open(tb.TempDir(), store.Options{NoSync: true})
+	if err != nil {
+		return nil, err
+	}
+	tb.Cleanup(func() { db.Close() })
+	return New(db, DefaultLimits())
+}
+
 func newStore(t *testing.T, mutate func(*Limits)) (*Store, *store.Store) {
 	t.Helper()
 	db, err := store.Open(t.TempDir(), store.Options{})
@@ -97,8 +106,18 @@ func TestPreviewFavoursTailAndSplitsCharacters(t *testing.T) {
 	if !strings.Contains(b.Text, "line 1 ") || !strings.Contains(b.Text, "FATAL: the error at the end") || strings.Contains(b.Text, "line 2500 ") {
 		t.Fatal("preview must show the head and the tail, not the middle")
 	}
-	if b.TailFrom-1 <= b.HeadLines || b.HeadLines >= 5001-b.TailFrom+1 {
-		t.Fatalf("tail must be longer than head: head %d lines, tail from %d", b.HeadLines, b.TailFrom)
+	// 5001 lines of ≤ 41 bytes: the head is 40 lines, the tail the last 120.
+	if b.HeadLines != PreviewHeadLines || b.TailFrom != 5001-PreviewTailLines+1 {
+		t.Fatalf("head %d lines, tail from line %d; want %d and %d", b.HeadLines, b.TailFrom, PreviewHeadLines, 5001-PreviewTailLines+1)
+	}
+	all := strings.SplitAfter(text, "\n")
+	wantTail := strings.Join(all[5001-PreviewTailLines:], "")
+	wantHead := strings.Join(all[:PreviewHeadLines], "")
+	if !strings.HasSuffix(b.Text, wantTail) || !strings.Contains(b.Text, wantHead) {
+		t.Fatal("the preview does not hold exactly the head and tail lines it names")
+	}
+	if strings.Contains(b.Text, all[5001-PreviewTailLines-1]) {
+		t.Fatal("the preview holds a line before its tail")
 	}
 	// A single huge line of 3-byte characters: the cuts must fall on
 	// character boundaries.
