@@ -35,7 +35,7 @@ type Workspace struct {
 	dir     string // absolute, symlinks resolved
 	root    *os.Root
 	dirFile *os.File // the workspace folder itself, for openat2
-	index *indexCache
+	index   *indexCache
 }
 
 // Open opens dir (which must exist and be a directory) as a workspace.
