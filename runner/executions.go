@@ -103,6 +103,11 @@ type Config struct {
 	MaxRunning  int
 	CancelGrace time.Duration
 	Log         hclog.Logger
+	// OnEnd, when set, is called once for every execution that ends (any
+	// terminal state but lost-at-start), after its record is stored and
+	// before waiters are released: provenance scans the workspace here.
+	// It runs on the execution's own goroutine; it must not block for long.
+	OnEnd func(Execution)
 }
 
 // Executions starts, follows and cancels executions, and keeps their records
@@ -329,6 +334,9 @@ func (e *Executions) follow(l *live) {
 	l.mu.Unlock()
 	if err := e.put(rec); err != nil {
 		e.cfg.Log.Error("record execution end", "execution", rec.ID, "error", err)
+	}
+	if e.cfg.OnEnd != nil {
+		e.cfg.OnEnd(rec)
 	}
 	e.mu.Lock()
 	delete(e.live, rec.ID)
