@@ -41,6 +41,10 @@ type Options struct {
 	// session; SetSessionPolicy narrows one session further.
 	ToolPolicy   []string
 	Instructions string
+	// OnSessionEnd, when set, is called once when a session ends for good
+	// (stdio closes, HTTP DELETE, idle TTL); not on a server shutdown, after
+	// which HTTP clients may resume their sessions.
+	OnSessionEnd func(sessionID string)
 }
 
 // Server is one MCP server: one tool registry and session table shared by
@@ -57,6 +61,17 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session // by mcp-go session id
+	pending  map[string][]Notice // by scimcp session id: to attach to the next result
+}
+
+// Notice is something the server tells a session outside a tool call (a
+// timer that fired). It goes out at once as a notifications/message and is
+// attached to the session's next tool result, for clients that do not show
+// notifications to the model.
+type Notice struct {
+	Kind string         // e.g. "timer"
+	Text string         // what the model should read
+	Data map[string]any // structured details
 }
 
 // Session is scimcp's view of one MCP session.
@@ -92,6 +107,7 @@ func New(opts Options) (*Server, error) {
 		selfBounded: map[string]bool{},
 		groups:      map[toolkit.Group]bool{toolkit.GroupBase: true},
 		sessions:    map[string]*Session{},
+		pending:     map[string][]Notice{},
 	}
 	s.ids = newSessionIDs(s)
 	for _, g := range opts.Groups {
@@ -221,11 +237,65 @@ func (s *Server) callMiddleware(next server.ToolHandlerFunc) server.ToolHandlerF
 		}
 		ctx = toolkit.WithCaller(ctx, caller)
 		res, err := next(ctx, req)
-		if err != nil || res == nil || s.opts.Outputs == nil || s.selfBounded[req.Params.Name] {
+		if err != nil || res == nil {
 			return res, err
 		}
-		return s.bound(caller, req.Params.Name, res), nil
+		if s.opts.Outputs != nil && !s.selfBounded[req.Params.Name] {
+			res = s.bound(caller, req.Params.Name, res)
+		}
+		return s.attachNotices(caller.Session, res), nil
 	}
+}
+
+// Deliver tells a session something now (notifications/message) and again
+// with its next tool result. It reports false if the session is not live
+// here; the notice is then dropped (the caller keeps its own record).
+func (s *Server) Deliver(sessionID string, n Notice) bool {
+	s.mu.Lock()
+	var mcpID string
+	for id, ss := range s.sessions {
+		if ss.ID == sessionID {
+			mcpID = id
+		}
+	}
+	if mcpID == "" {
+		s.mu.Unlock()
+		return false
+	}
+	s.pending[sessionID] = append(s.pending[sessionID], n)
+	s.mu.Unlock()
+	params := map[string]any{"level": "notice", "logger": "scimcp." + n.Kind, "data": map[string]any{"text": n.Text, "details": n.Data}}
+	if err := s.mcp.SendNotificationToSpecificClient(mcpID, "notifications/message", params); err != nil {
+		s.log.Debug("deliver notice", "session", sessionID, "error", err)
+	}
+	return true
+}
+
+// attachNotices appends the session's pending notices to a result.
+func (s *Server) attachNotices(sessionID string, res *mcp.CallToolResult) *mcp.CallToolResult {
+	s.mu.Lock()
+	ns := s.pending[sessionID]
+	delete(s.pending, sessionID)
+	s.mu.Unlock()
+	if len(ns) == 0 {
+		return res
+	}
+	out := *res
+	out.Content = append([]mcp.Content{}, res.Content...)
+	var list []map[string]any
+	for _, n := range ns {
+		out.Content = append(out.Content, mcp.NewTextContent("[scimcp "+n.Kind+"] "+n.Text))
+		list = append(list, map[string]any{"kind": n.Kind, "text": n.Text, "details": n.Data})
+	}
+	meta := map[string]any{}
+	if res.Meta != nil {
+		for k, v := range res.Meta.AdditionalFields {
+			meta[k] = v
+		}
+	}
+	meta["scimcp/notices"] = list
+	out.Meta = mcp.NewMetaFromMap(meta)
+	return &out
 }
 
 func (s *Server) onRegister(ctx context.Context, cs server.ClientSession) {
@@ -286,7 +356,11 @@ func (s *Server) onUnregister(ctx context.Context, cs server.ClientSession) {
 func (s *Server) endSession(id string) {
 	s.mu.Lock()
 	delete(s.sessions, id)
+	delete(s.pending, id)
 	s.mu.Unlock()
+	if s.opts.OnSessionEnd != nil {
+		s.opts.OnSessionEnd(id)
+	}
 	if s.opts.Store == nil {
 		return
 	}
