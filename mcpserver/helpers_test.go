@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("SCIMCP_TEST_HELPER") == "1" {
 		os.Exit(runner.SandboxMain(os.Args[1:]))
 	}
+	if os.Getenv("SCIMCP_TEST_UPSTREAM") == "1" {
+		os.Exit(serveTestUpstream())
+	}
 	os.Exit(m.Run())
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/sciencediscovery/scimcp/mcpserver/sources"
 	"github.com/sciencediscovery/scimcp/toolkit"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
 	"github.com/sciencediscovery/scimcp/workspace/store"
@@ -41,6 +43,9 @@ type Options struct {
 	// session; SetSessionPolicy narrows one session further.
 	ToolPolicy   []string
 	Instructions string
+	// Sources are the upstream MCP servers whose tools are served as
+	// deferred mcp__<source>__<tool> tools behind tool_search.
+	Sources []sources.Config
 	// OnSessionEnd, when set, is called once when a session ends for good
 	// (stdio closes, HTTP DELETE, idle TTL); not on a server shutdown, after
 	// which HTTP clients may resume their sessions.
@@ -58,6 +63,10 @@ type Server struct {
 	selfBounded map[string]bool
 	groups      map[toolkit.Group]bool
 	ids         *sessionIDs
+
+	sources     []*sources.Source
+	up          *upstreams
+	invocations *sources.Invocations
 
 	mu       sync.Mutex
 	sessions map[string]*Session // by mcp-go session id
@@ -108,6 +117,7 @@ func New(opts Options) (*Server, error) {
 		groups:      map[toolkit.Group]bool{toolkit.GroupBase: true},
 		sessions:    map[string]*Session{},
 		pending:     map[string][]Notice{},
+		up:          newUpstreams(),
 	}
 	s.ids = newSessionIDs(s)
 	for _, g := range opts.Groups {
@@ -144,6 +154,16 @@ func New(opts Options) (*Server, error) {
 		st = append(st, server.ServerTool{Tool: t.Def, Handler: server.ToolHandlerFunc(t.Handler)})
 	}
 	s.mcp.AddTools(st...)
+	if opts.Store != nil {
+		inv, err := sources.NewInvocations(opts.Store)
+		if err != nil {
+			return nil, err
+		}
+		s.invocations = inv
+	}
+	if err := s.addSources(opts.Sources); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -168,6 +188,9 @@ func (s *Server) SetSessionPolicy(sessionID string, names []string) bool {
 // be on, and it must pass the global and the session's toolPolicy.
 func (s *Server) visible(sess *Session, name string) bool {
 	g, ok := s.toolGroup[name]
+	if !ok && strings.HasPrefix(name, sources.Prefix) && s.up.has(name) {
+		g, ok = GroupSources, true
+	}
 	if !ok || !s.groups[g] {
 		return false
 	}
@@ -184,11 +207,23 @@ func (s *Server) visible(sess *Session, name string) bool {
 // tools/call ("tool not found"), so visibility is enforced, not advisory.
 func (s *Server) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	sess := s.sessionFromContext(ctx)
+	sid := ""
+	if sess != nil {
+		sid = sess.ID
+	}
 	out := tools[:0:0]
 	for _, t := range tools {
-		if s.visible(sess, t.Name) {
-			out = append(out, t)
+		if !s.visible(sess, t.Name) {
+			continue
 		}
+		if strings.HasPrefix(t.Name, sources.Prefix) {
+			// A deferred tool: its placeholder, or its full definition once
+			// tool_search promoted it for this session.
+			if def, ok := s.up.definition(sid, t.Name); ok {
+				t = def
+			}
+		}
+		out = append(out, t)
 	}
 	return out
 }
@@ -358,6 +393,9 @@ func (s *Server) endSession(id string) {
 	delete(s.sessions, id)
 	delete(s.pending, id)
 	s.mu.Unlock()
+	s.up.mu.Lock()
+	delete(s.up.promoted, id)
+	s.up.mu.Unlock()
 	if s.opts.OnSessionEnd != nil {
 		s.opts.OnSessionEnd(id)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sciencediscovery/scimcp/mcpserver/sources"
 	"github.com/sciencediscovery/scimcp/runner"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
 )
@@ -33,6 +34,7 @@ type config struct {
 	SessionTTL time.Duration
 	Groups     string
 	ToolPolicy string
+	Sources    string
 
 	// Executions.
 	Sandbox     string
@@ -75,6 +77,7 @@ func (c *config) settings() []setting {
 		{"session-ttl", "SCIMCP_SESSION_TTL", "reclaim HTTP sessions idle this long", &c.SessionTTL},
 		{"groups", "SCIMCP_GROUPS", "comma-separated optional tool groups to turn on (base tools are always on)", &c.Groups},
 		{"tool-policy", "SCIMCP_TOOL_POLICY", "comma-separated whitelist of tool names every session is limited to (empty: no limit)", &c.ToolPolicy},
+		{"sources", "SCIMCP_SOURCES", "JSON file of upstream MCP servers ({\"mcpServers\": {...}}, as Claude Desktop and .mcp.json keep them); the --config file may hold the same block", &c.Sources},
 		{"sandbox", "SCIMCP_SANDBOX", "bwrap (default) or none; none runs commands UNSANDBOXED, for development only", &c.Sandbox},
 		{"network", "SCIMCP_NETWORK", "let sandboxed commands reach the network", &c.Network},
 		{"exec-timeout", "SCIMCP_EXEC_TIMEOUT", "wall-time limit of one execution", &c.ExecTimeout},
@@ -314,6 +317,30 @@ func (c *config) token() (string, error) {
 		return "", fmt.Errorf("token in %s is %d characters; use at least 16 (e.g. `openssl rand -hex 32 > %s`)", c.TokenFile, len(tok), c.TokenFile)
 	}
 	return tok, nil
+}
+
+// sourceConfigs reads the upstream sources of the --sources file and of the
+// config file's mcpServers block; a name defined twice is an error.
+func (c *config) sourceConfigs() ([]sources.Config, error) {
+	var all []sources.Config
+	seen := map[string]string{}
+	for _, f := range []string{c.Config, c.Sources} {
+		if f == "" {
+			continue
+		}
+		list, err := sources.Load(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range list {
+			if prev, dup := seen[s.Name]; dup {
+				return nil, fmt.Errorf("MCP source %q is defined in %s and in %s", s.Name, prev, f)
+			}
+			seen[s.Name] = f
+			all = append(all, s)
+		}
+	}
+	return all, nil
 }
 
 func splitList(s string) []string {

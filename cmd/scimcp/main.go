@@ -158,6 +158,11 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	defer execs.Shutdown(2 * time.Second)
 
+	srcs, err := cfg.sourceConfigs()
+	if err != nil {
+		return err
+	}
+
 	srv, err := mcpserver.New(mcpserver.Options{
 		Version:    version,
 		Logger:     log,
@@ -166,10 +171,13 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		Tools:      toolkit.Catalogue(toolkit.Services{Workspace: ws, Outputs: outs, Executions: execs}),
 		Groups:     groupsOf(splitList(cfg.Groups)),
 		ToolPolicy: splitList(cfg.ToolPolicy),
+		Sources:    srcs,
 	})
 	if err != nil {
 		return err
 	}
+	srv.StartSources()
+	defer srv.Close()
 	log.Info("serving", "workspace", cfg.Workspace, "data", cfg.Data, "stdio", useStdio, "http", cfg.HTTP, "version", version)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -157,3 +157,18 @@ func TestRefusesPublicListenWithoutToken(t *testing.T) {
 		t.Fatalf("listening on 0.0.0.0 without a token: err=%v %s", err, out)
 	}
 }
+
+// TestEnvExampleListsEverySetting keeps .env.example complete: every
+// setting's variable appears in it.
+func TestEnvExampleListsEverySetting(t *testing.T) {
+	data, err := os.ReadFile("../../.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c config
+	for _, s := range c.settings() {
+		if !strings.Contains(string(data), "\n"+s.env+"=") {
+			t.Errorf(".env.example lacks %s (--%s)", s.env, s.name)
+		}
+	}
+}
