@@ -50,13 +50,17 @@ func serveTestUpstream() int {
 	s.AddTool(mcp.NewTool("grow", mcp.WithDescription("Add a tool named grown.")),
 		func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			s.AddTool(mcp.NewTool("grown", mcp.WithDescription("A tool that appeared later.")),
-				func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("grown ran"), nil })
+				func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return text("grown ran"), nil
+				})
 			return text("grew"), nil
 		})
 	long := strings.Repeat("very_long_tool_name_", 4)
 	for _, suffix := range []string{"alpha", "omega"} {
 		s.AddTool(mcp.NewTool(long+suffix, mcp.WithDescription("A tool with a long name: "+suffix)),
-			func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text(suffix), nil })
+			func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return text(suffix), nil
+			})
 	}
 	n, _ := strconv.Atoi(os.Getenv("SCIMCP_TEST_UPSTREAM_TOOLS"))
 	topics := []string{"weather", "calendar", "email", "invoice", "github", "slack", "spreadsheet", "translate", "image", "music"}
@@ -70,7 +74,9 @@ func serveTestUpstream() int {
 	if n > 0 {
 		s.AddTool(mcp.NewTool("get_compound_by_cid", mcp.WithDescription("Fetch a PubChem compound record (formula, weight, SMILES) by its CID."),
 			mcp.WithNumber("cid", mcp.Required(), mcp.Description("PubChem compound identifier"))),
-			func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("C9H8O4"), nil })
+			func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return text("C9H8O4"), nil
+			})
 	}
 	if err := server.ServeStdio(s); err != nil {
 		fmt.Fprintln(os.Stderr, err)

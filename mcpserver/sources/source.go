@@ -66,15 +66,15 @@ type Source struct {
 	opts Options
 	log  hclog.Logger
 
-	mu      sync.Mutex
-	state   string
-	lastErr error
-	tr      transport.Interface
-	tools   []Tool
-	kick    chan struct{} // asks the supervisor to reconnect
-	cancel  context.CancelFunc
-	done    chan struct{}
-	started bool
+	mu       sync.Mutex
+	state    string
+	lastErr  error
+	tr       transport.Interface
+	tools    []Tool
+	kick     chan struct{} // asks the supervisor to reconnect
+	cancel   context.CancelFunc
+	done     chan struct{}
+	started  bool
 	restarts int
 
 	nextID atomic.Int64
