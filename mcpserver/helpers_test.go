@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/sciencediscovery/scimcp/runner"
@@ -144,7 +146,50 @@ func call(t *testing.T, c *client.Client, name, args string) *mcp.CallToolResult
 	if err != nil {
 		t.Fatalf("%s(%s): %v", name, args, err)
 	}
+	checkOutputSchema(t, c, name, res)
 	return res
+}
+
+// checkOutputSchema validates a result's structuredContent against the
+// tool's output schema, as strict clients (the TypeScript SDK) do.
+func checkOutputSchema(t *testing.T, c *client.Client, name string, res *mcp.CallToolResult) {
+	t.Helper()
+	if res.IsError || (res.StructuredContent == nil && len(res.RawStructuredContent) == 0) {
+		return
+	}
+	resp, err := c.GetTransport().SendRequest(context.Background(), transport.JSONRPCRequest{JSONRPC: "2.0", ID: mcp.NewRequestId(int64(1 << 40)), Method: "tools/list"})
+	if err != nil {
+		return
+	}
+	var list struct {
+		Tools []struct {
+			Name         string          `json:"name"`
+			OutputSchema json.RawMessage `json:"outputSchema"`
+		} `json:"tools"`
+	}
+	json.Unmarshal(resp.Result, &list)
+	for _, tl := range list.Tools {
+		if tl.Name != name || len(tl.OutputSchema) == 0 {
+			continue
+		}
+		var sch jsonschema.Schema
+		if err := json.Unmarshal(tl.OutputSchema, &sch); err != nil {
+			t.Fatalf("%s: output schema: %v", name, err)
+		}
+		rs, err := sch.Resolve(nil)
+		if err != nil {
+			t.Fatalf("%s: output schema: %v", name, err)
+		}
+		data := res.RawStructuredContent
+		if len(data) == 0 {
+			data, _ = json.Marshal(res.StructuredContent)
+		}
+		var v any
+		json.Unmarshal(data, &v)
+		if err := rs.Validate(v); err != nil {
+			t.Fatalf("%s: structuredContent does not match the output schema: %v\n%s", name, err, data)
+		}
+	}
 }
 
 func text(r *mcp.CallToolResult) string {

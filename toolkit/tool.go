@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -62,6 +63,12 @@ type Spec struct {
 	Input func(s *jsonschema.Schema)
 }
 
+// schemaOptions map types jsonschema-go would get wrong: raw JSON is any
+// JSON value, not an array of bytes.
+var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[json.RawMessage](): {},
+}}
+
 // Result is what a typed handler returns: Text is what the model reads,
 // Data the structuredContent (matching the output schema).
 type Result[Out any] struct {
@@ -92,7 +99,7 @@ func (e *inputError) InputProblem() bool { return true }
 // are validated against the input schema; a violation is an isError result
 // that quotes the problem and the tool's expected arguments.
 func Define[In, Out any](spec Spec, h func(ctx context.Context, in In) (Result[Out], error)) Tool {
-	in, err := jsonschema.For[In](nil)
+	in, err := jsonschema.For[In](schemaOptions)
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: input schema: %v", spec.Name, err))
 	}
@@ -106,7 +113,7 @@ func Define[In, Out any](spec Spec, h func(ctx context.Context, in In) (Result[O
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: resolve input schema: %v", spec.Name, err))
 	}
-	out, err := jsonschema.For[Out](nil)
+	out, err := jsonschema.For[Out](schemaOptions)
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: output schema: %v", spec.Name, err))
 	}
