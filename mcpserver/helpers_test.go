@@ -88,7 +88,7 @@ func (e *testEnv) start(t *testing.T, mutate func(*Options), extra ...toolkit.To
 	}
 	t.Cleanup(func() { execs.Shutdown(5 * time.Second) })
 	opts := Options{Version: "test", Store: st, Outputs: outs,
-		Tools: append(toolkit.Catalogue(toolkit.Services{Workspace: e.ws, Outputs: outs, Executions: execs}), extra...)}
+		Tools: append(toolkit.Catalogue(toolkit.Services{Workspace: e.ws, Outputs: outs, Executions: execs, PaperRunner: local}), extra...)}
 	if mutate != nil {
 		mutate(&opts)
 	}

@@ -33,6 +33,8 @@ package runner
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"time"
 )
 
@@ -109,4 +111,65 @@ type Description struct {
 	Limits    string   `json:"limits"`
 	Workspace string   `json:"workspace"`
 	Notes     []string `json:"notes,omitempty"`
+}
+
+// Captured is the output of a short command run with Capture.
+type Captured struct {
+	Stdout    []byte
+	Stderr    []byte
+	Truncated bool // stdout passed maxBytes; the rest was dropped
+	Exit      Exit
+}
+
+// capture collects output in memory up to a cap.
+type capture struct {
+	mu        sync.Mutex
+	out, err  []byte
+	max       int
+	truncated bool
+}
+
+func (c *capture) Write(s Stream, p []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s == Stderr {
+		if len(c.err) < 64<<10 {
+			c.err = append(c.err, p[:min(len(p), 64<<10-len(c.err))]...)
+		}
+		return
+	}
+	if room := c.max - len(c.out); room < len(p) {
+		c.out = append(c.out, p[:max(room, 0)]...)
+		c.truncated = true
+		return
+	}
+	c.out = append(c.out, p...)
+}
+
+// Capture runs a short helper command (pdftotext, pdfinfo) in r's sandbox
+// and returns its output, at most maxBytes of stdout, killing it after
+// timeout. It is not an execution: nothing is recorded.
+func Capture(ctx context.Context, r Runner, argv []string, maxBytes int, timeout time.Duration) (Captured, error) {
+	c := &capture{max: maxBytes}
+	h, err := r.Start(ctx, Spec{ID: fmt.Sprintf("capture-%d", time.Now().UnixNano()), Argv: argv, Output: c, Limits: Limits{Wall: timeout}})
+	if err != nil {
+		return Captured{}, err
+	}
+	done := make(chan Exit, 1)
+	go func() { done <- h.Wait() }()
+	var e Exit
+	select {
+	case e = <-done:
+	case <-time.After(timeout):
+		h.Kill()
+		e = <-done
+		e.Err = fmt.Errorf("%s took longer than %s and was stopped", argv[0], timeout)
+	case <-ctx.Done():
+		h.Kill()
+		e = <-done
+		e.Err = ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Captured{Stdout: c.out, Stderr: c.err, Truncated: c.truncated, Exit: e}, nil
 }

@@ -12,6 +12,8 @@ type Services struct {
 	Outputs   *outputs.Store
 	// Executions runs run_shell and friends; nil leaves them out.
 	Executions *runner.Executions
+	// PaperRunner runs pdftotext for paper_extract_pdf; nil leaves it out.
+	PaperRunner runner.Runner
 }
 
 // Catalogue returns every tool scimcp can serve, in a stable order. Which of
@@ -29,6 +31,9 @@ func Catalogue(svc Services) []Tool {
 			executionLogs(svc.Executions),
 			executionCancel(svc.Executions),
 		)
+	}
+	if svc.PaperRunner != nil {
+		tools = append(tools, paperExtract(svc.Workspace, svc.PaperRunner))
 	}
 	return tools
 }

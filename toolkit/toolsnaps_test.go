@@ -41,7 +41,7 @@ func TestToolSnapshots(t *testing.T) {
 	}
 	update := os.Getenv("UPDATE_TOOLSNAPS") == "true"
 	seen := map[string]bool{}
-	for _, tool := range Catalogue(Services{Workspace: ws, Outputs: outs, Executions: execs}) {
+	for _, tool := range Catalogue(Services{Workspace: ws, Outputs: outs, Executions: execs, PaperRunner: local}) {
 		got, err := json.MarshalIndent(tool.Def, "", "  ")
 		if err != nil {
 			t.Fatal(err)

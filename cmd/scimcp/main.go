@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
@@ -168,8 +169,8 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		Logger:     log,
 		Store:      st,
 		Outputs:    outs,
-		Tools:      toolkit.Catalogue(toolkit.Services{Workspace: ws, Outputs: outs, Executions: execs}),
-		Groups:     groupsOf(splitList(cfg.Groups)),
+		Tools:      toolkit.Catalogue(toolkit.Services{Workspace: ws, Outputs: outs, Executions: execs, PaperRunner: local}),
+		Groups:     append(groupsOf(splitList(cfg.Groups)), autoGroups(log)...),
 		ToolPolicy: splitList(cfg.ToolPolicy),
 		Sources:    srcs,
 	})
@@ -244,6 +245,17 @@ func retain(ctx context.Context, outs *outputs.Store, log hclog.Logger) {
 		case <-time.After(retainEvery):
 		}
 	}
+}
+
+// autoGroups turns on the groups whose prerequisites this machine has.
+func autoGroups(log hclog.Logger) []toolkit.Group {
+	var gs []toolkit.Group
+	if _, err := exec.LookPath("pdftotext"); err == nil {
+		gs = append(gs, toolkit.GroupPapers)
+	} else {
+		log.Info("paper_extract_pdf is off: poppler is not installed (apt-get install -y poppler-utils)")
+	}
+	return gs
 }
 
 func groupsOf(names []string) []toolkit.Group {

@@ -1,0 +1,143 @@
+package toolkit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sciencediscovery/scimcp/runner"
+	"github.com/sciencediscovery/scimcp/workspace"
+)
+
+// GroupPapers holds paper_extract_pdf; it is on where poppler is installed.
+const GroupPapers Group = "papers"
+
+// Extraction bounds.
+const (
+	MaxExtractBytes = 8 << 20
+	extractTimeout  = 2 * time.Minute
+)
+
+// PaperExtractIn are paper_extract_pdf's arguments.
+type PaperExtractIn struct {
+	ArtifactJobID string `json:"artifactJobId,omitempty" jsonschema:"a completed artifact_download job whose file is a PDF"`
+	Path          string `json:"path,omitempty" jsonschema:"the workspace path of a PDF (an upload, or a file a command wrote)"`
+}
+
+// PaperExtractOut is paper_extract_pdf's structured result. The text itself
+// is in the result's text content (large texts are stored and previewed).
+type PaperExtractOut struct {
+	Path      string            `json:"path"`
+	Pages     int               `json:"pages"`
+	Metadata  map[string]string `json:"metadata,omitempty" jsonschema:"the PDF's document information (Title, Author, Creator, Producer, dates)"`
+	TextBytes int               `json:"text_bytes"`
+	Truncated bool              `json:"truncated" jsonschema:"true when the text passed 8 MiB and the rest was dropped"`
+	Extractor string            `json:"extractor"`
+}
+
+func paperExtract(ws *workspace.Workspace, r runner.Runner) Tool {
+	return Define(Spec{
+		Name:  "paper_extract_pdf",
+		Title: "Extract the text of a PDF",
+		Description: "Extracts the text of a PDF with poppler's pdftotext -layout, run in the sandbox, with page markers, the page count and the document metadata. " +
+			"Give exactly one of path (a PDF in the workspace, such as an upload) or artifactJobId (a completed artifact_download). Long texts are stored and shown as a preview with a ref for read_tool_output. " +
+			"Download and extraction are separate calls: call this in a later turn than artifact_download.",
+		Group:      GroupPapers,
+		ReadOnly:   true,
+		Idempotent: true,
+	}, func(ctx context.Context, in PaperExtractIn) (Result[PaperExtractOut], error) {
+		if (in.Path == "") == (in.ArtifactJobID == "") {
+			return Result[PaperExtractOut]{}, Errorf("give exactly one of path (a PDF in the workspace) or artifactJobId (a completed artifact_download)")
+		}
+		if in.ArtifactJobID != "" {
+			return Result[PaperExtractOut]{}, Errorf("artifact download jobs are not available on this server yet; pass the path of the PDF in the workspace instead")
+		}
+		info, err := ws.ReadFile(in.Path, 0, 1)
+		if err != nil {
+			return Result[PaperExtractOut]{}, err
+		}
+		if info.MediaType != "application/pdf" {
+			return Result[PaperExtractOut]{}, Errorf("%s is not a PDF (its content is %s)", info.Path, info.MediaType)
+		}
+		inside := workspace.SandboxDir + "/" + info.Path
+		out := PaperExtractOut{Path: info.Path, Extractor: "pdftotext -layout (poppler)", Metadata: map[string]string{}}
+
+		meta, err := runner.Capture(ctx, r, []string{"pdfinfo", "-enc", "UTF-8", inside}, 64<<10, extractTimeout)
+		if err != nil {
+			return Result[PaperExtractOut]{}, err
+		}
+		if missing(meta) {
+			return Result[PaperExtractOut]{}, Errorf("poppler is not installed on the server; install it with `apt-get install -y poppler-utils`")
+		}
+		if meta.Exit.Code != 0 {
+			return Result[PaperExtractOut]{}, Errorf("%s could not be read as a PDF: %s", info.Path, strings.TrimSpace(string(meta.Stderr)))
+		}
+		sc := bufio.NewScanner(bytes.NewReader(meta.Stdout))
+		for sc.Scan() {
+			k, v, ok := strings.Cut(sc.Text(), ":")
+			if !ok {
+				continue
+			}
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+			if k == "Pages" {
+				out.Pages, _ = strconv.Atoi(v)
+			}
+			switch k {
+			case "Title", "Subject", "Keywords", "Author", "Creator", "Producer", "CreationDate", "ModDate", "Pages", "PDF version":
+				if v != "" {
+					out.Metadata[k] = v
+				}
+			}
+		}
+		txt, err := runner.Capture(ctx, r, []string{"pdftotext", "-layout", "-enc", "UTF-8", inside, "-"}, MaxExtractBytes, extractTimeout)
+		if err != nil {
+			return Result[PaperExtractOut]{}, err
+		}
+		if txt.Exit.Err != nil || txt.Exit.Code != 0 {
+			why := strings.TrimSpace(string(txt.Stderr))
+			if txt.Exit.Err != nil {
+				why = txt.Exit.Err.Error()
+			}
+			return Result[PaperExtractOut]{}, Errorf("extracting %s failed: %s", info.Path, why)
+		}
+		text := strings.ToValidUTF8(string(txt.Stdout), "\uFFFD")
+		if txt.Truncated {
+			// Do not end in the middle of a character.
+			for len(text) > 0 && !utf8.ValidString(text[len(text)-1:]) {
+				text = text[:len(text)-1]
+			}
+		}
+		pages := strings.Split(strings.TrimSuffix(text, "\f"), "\f")
+		if out.Pages == 0 {
+			out.Pages = len(pages)
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s: %d page(s)", info.Path, out.Pages)
+		if t := out.Metadata["Title"]; t != "" {
+			fmt.Fprintf(&b, ", title %q", t)
+		}
+		if a := out.Metadata["Author"]; a != "" {
+			fmt.Fprintf(&b, ", by %s", a)
+		}
+		b.WriteString(". Extracted with pdftotext -layout.\n")
+		for i, p := range pages {
+			fmt.Fprintf(&b, "\n=== page %d of %d ===\n%s", i+1, out.Pages, strings.TrimRight(p, "\n"))
+			b.WriteByte('\n')
+		}
+		if txt.Truncated {
+			fmt.Fprintf(&b, "\n[the text passed %d bytes; the rest was not extracted]\n", MaxExtractBytes)
+		}
+		out.TextBytes, out.Truncated = len(text), txt.Truncated
+		return Result[PaperExtractOut]{Text: b.String(), Data: out}, nil
+	})
+}
+
+// missing reports that the command was not found in the sandbox.
+func missing(c runner.Captured) bool {
+	return c.Exit.Code == 127 || strings.Contains(string(c.Stderr), "No such file or directory") && strings.Contains(string(c.Stderr), "execvp")
+}
