@@ -46,6 +46,10 @@ type testEnv struct {
 // newEnv builds a server over a fresh workspace and data folder. extra tools
 // are added to the catalogue; mutate adjusts the options.
 func newEnv(t *testing.T, mutate func(*Options), extra ...toolkit.Tool) *testEnv {
+	return newEnvTB(t, mutate, extra...)
+}
+
+func newEnvTB(t testing.TB, mutate func(*Options), extra ...toolkit.Tool) *testEnv {
 	t.Helper()
 	dir := t.TempDir()
 	wsDir := filepath.Join(dir, "ws")
@@ -64,7 +68,7 @@ func newEnv(t *testing.T, mutate func(*Options), extra ...toolkit.Tool) *testEnv
 
 // start opens the data folder and builds a server over it; call stop first
 // to simulate a restart.
-func (e *testEnv) start(t *testing.T, mutate func(*Options), extra ...toolkit.Tool) {
+func (e *testEnv) start(t testing.TB, mutate func(*Options), extra ...toolkit.Tool) {
 	t.Helper()
 	st, err := store.Open(e.data, store.Options{})
 	if err != nil {
@@ -114,7 +118,9 @@ func (e *testEnv) write(t *testing.T, rel, content string) {
 }
 
 // connect starts an initialized in-process client.
-func (e *testEnv) connect(t *testing.T) *client.Client {
+func (e *testEnv) connect(t *testing.T) *client.Client { return e.connectTB(t) }
+
+func (e *testEnv) connectTB(t testing.TB) *client.Client {
 	t.Helper()
 	c, err := client.NewInProcessClient(e.srv.MCP())
 	if err != nil {

@@ -100,7 +100,7 @@ func (s *Server) StartSources() {
 	}
 }
 
-// Close stops the upstream sources.
+// Close stops the upstream sources and writes the last invocation records.
 func (s *Server) Close() {
 	var wg sync.WaitGroup
 	for _, src := range s.sources {
@@ -108,6 +108,9 @@ func (s *Server) Close() {
 		go func() { defer wg.Done(); src.Stop() }()
 	}
 	wg.Wait()
+	if s.invocations != nil {
+		s.invocations.Close()
+	}
 }
 
 // SourceStates reports each source's state (for tests and doctor-like

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -31,8 +32,22 @@ type Invocation struct {
 	Result []byte `json:"result,omitempty"`
 }
 
-// Invocations stores invocation records in bbolt.
-type Invocations struct{ db *store.Store }
+// Invocations stores invocation records in bbolt. Records are written
+// behind the call, in batches, by one goroutine: a commit (an fsync) per
+// call would cost more than the call itself. Until written they are served
+// from memory; Close writes what is left. A crash can lose the records of
+// the last few milliseconds of calls, never a record's integrity.
+type Invocations struct {
+	db      *store.Store
+	mu      sync.Mutex
+	pending map[string]Invocation
+	queue   chan Invocation
+	done    chan struct{}
+	once    sync.Once
+}
+
+// invocationBatch bounds one commit.
+const invocationBatch = 256
 
 // NewInvocations opens the invocation records.
 func NewInvocations(db *store.Store) (*Invocations, error) {
@@ -40,7 +55,52 @@ func NewInvocations(db *store.Store) (*Invocations, error) {
 		_, err := tx.CreateBucketIfNotExists(invBucket)
 		return err
 	})
-	return &Invocations{db: db}, err
+	iv := &Invocations{db: db, pending: map[string]Invocation{}, queue: make(chan Invocation, 4096), done: make(chan struct{})}
+	go iv.writer()
+	return iv, err
+}
+
+func (iv *Invocations) writer() {
+	defer close(iv.done)
+	for first := range iv.queue {
+		batch := []Invocation{first}
+	fill:
+		for len(batch) < invocationBatch {
+			select {
+			case inv, ok := <-iv.queue:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, inv)
+			default:
+				break fill
+			}
+		}
+		iv.db.Update(func(tx *bolt.Tx) error {
+			b := tx.Bucket(invBucket)
+			for _, inv := range batch {
+				if err := store.PutJSON(b, []byte(inv.ID), inv); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		iv.mu.Lock()
+		for _, inv := range batch {
+			if cur, ok := iv.pending[inv.ID]; ok && cur.Ended.Equal(inv.Ended) {
+				delete(iv.pending, inv.ID)
+			}
+		}
+		iv.mu.Unlock()
+	}
+}
+
+// Close writes the records still queued.
+func (iv *Invocations) Close() {
+	iv.once.Do(func() {
+		close(iv.queue)
+		<-iv.done
+	})
 }
 
 // NewInvocationID returns a fresh mcpInvocationId.
@@ -56,15 +116,26 @@ func HashArgs(args []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// Put stores an invocation.
+// Put stores an invocation (written behind; see Invocations).
 func (iv *Invocations) Put(inv Invocation) error {
-	return iv.db.Update(func(tx *bolt.Tx) error {
-		return store.PutJSON(tx.Bucket(invBucket), []byte(inv.ID), inv)
-	})
+	iv.mu.Lock()
+	iv.pending[inv.ID] = inv
+	iv.mu.Unlock()
+	iv.queue <- inv
+	return nil
 }
 
 // Get returns an invocation of owner.
 func (iv *Invocations) Get(owner, id string) (Invocation, bool, error) {
+	iv.mu.Lock()
+	if inv, ok := iv.pending[id]; ok {
+		iv.mu.Unlock()
+		if inv.Owner != owner {
+			return Invocation{}, false, nil
+		}
+		return inv, true, nil
+	}
+	iv.mu.Unlock()
 	var inv Invocation
 	var ok bool
 	err := iv.db.View(func(tx *bolt.Tx) error {
