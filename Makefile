@@ -4,7 +4,7 @@ BIN     := bin/scimcp
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build run test test-go test-e2e bench fuzz clean
+.PHONY: all build run test test-go test-fuzz test-e2e bench fuzz clean
 
 all: build
 
@@ -18,11 +18,23 @@ run: build
 # Everything: vet, Go unit and in-process tests (with the race detector), then
 # the end-to-end suite that drives the built binary with the official
 # TypeScript SDK client and the MCP conformance suite.
-test: build test-go test-e2e
+test: build test-go test-fuzz test-e2e
 
 test-go:
 	$(GO) vet ./...
 	SCIMCP_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 ./...
+
+# Each fuzz target for a few seconds on top of its seed corpus
+# (FUZZTIME=5m make test-fuzz for a long run).
+FUZZTIME ?= 8s
+FUZZ_TARGETS := ./workspace:FuzzClean ./workspace:FuzzReadPage ./workspace:FuzzReadFileOutside \
+	./workspace/outputs:FuzzBound ./toolkit:FuzzArguments
+test-fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) >/tmp/scimcp-fuzz.log 2>&1 || { cat /tmp/scimcp-fuzz.log; exit 1; }; \
+	done
 
 test-e2e: build
 	SCIMCP_BIN=$(CURDIR)/$(BIN) bash e2e/run.sh
