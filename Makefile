@@ -26,7 +26,7 @@ test-go:
 
 # Each fuzz target for a few seconds on top of its seed corpus
 # (FUZZTIME=5m make test-fuzz for a long run).
-FUZZTIME ?= 8s
+FUZZTIME ?= 10s
 FUZZ_TARGETS := ./workspace:FuzzClean ./workspace:FuzzReadPage ./workspace:FuzzReadFileOutside \
 	./workspace/outputs:FuzzBound ./toolkit:FuzzArguments
 test-fuzz:

@@ -18,7 +18,11 @@ func newStoreTB(tb testing.TB) (*Store, error) {
 		return nil, err
 	}
 	tb.Cleanup(func() { db.Close() })
-	return New(db, DefaultLimits())
+	s, err := New(db, DefaultLimits())
+	if s != nil {
+		s.noSync = true
+	}
+	return s, err
 }
 
 func newStore(t *testing.T, mutate func(*Limits)) (*Store, *store.Store) {
