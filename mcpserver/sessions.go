@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // httpSessionPrefix starts every HTTP session id scimcp issues.
@@ -29,10 +30,21 @@ type sessionIDs struct {
 	// shuttingDown stops Terminate from recording an end: a graceful
 	// shutdown closes connections, it does not end the clients' sessions.
 	shuttingDown atomic.Bool
+
+	// mcp-go's idle sweeper counts a session idle from the start of its last
+	// request, so a long call (run_shell waiting 45 s) could see its session
+	// swept under it. The HTTP guard tracks requests in flight and when the
+	// last one ended; Terminate refuses the sweeper while a session is busy
+	// or was busy within the TTL. A client's DELETE always ends it.
+	ttl      time.Duration
+	inflight map[string]int
+	lastEnd  map[string]time.Time
+	deleting map[string]bool
 }
 
 func newSessionIDs(srv *Server) *sessionIDs {
-	return &sessionIDs{srv: srv, live: map[string]bool{}, terminated: map[string]bool{}}
+	return &sessionIDs{srv: srv, live: map[string]bool{}, terminated: map[string]bool{},
+		inflight: map[string]int{}, lastEnd: map[string]time.Time{}, deleting: map[string]bool{}}
 }
 
 func (m *sessionIDs) Generate() string {
@@ -68,6 +80,12 @@ func (m *sessionIDs) Validate(id string) (bool, error) {
 
 func (m *sessionIDs) Terminate(id string) (bool, error) {
 	m.mu.Lock()
+	if !m.deleting[id] && !m.shuttingDown.Load() && (m.inflight[id] > 0 || time.Since(m.lastEnd[id]) < m.ttl) {
+		m.mu.Unlock()
+		return false, nil // busy: not idle, whatever the sweeper thinks
+	}
+	delete(m.deleting, id)
+	delete(m.lastEnd, id)
 	known := m.live[id]
 	delete(m.live, id)
 	if known {
@@ -84,4 +102,25 @@ func (m *sessionIDs) isLive(id string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.live[id]
+}
+
+// begin and end bracket one HTTP request of a session (see ttl).
+func (m *sessionIDs) begin(id string, deleting bool) {
+	m.mu.Lock()
+	m.inflight[id]++
+	if deleting {
+		m.deleting[id] = true
+	}
+	m.mu.Unlock()
+}
+
+func (m *sessionIDs) end(id string) {
+	m.mu.Lock()
+	if m.inflight[id]--; m.inflight[id] <= 0 {
+		delete(m.inflight, id)
+	}
+	if m.live[id] {
+		m.lastEnd[id] = time.Now()
+	}
+	m.mu.Unlock()
 }

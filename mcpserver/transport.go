@@ -85,8 +85,9 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, func(context.Context)
 		server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
 		server.WithStreamableHTTPLogger(newSlog(s.log.Named("http"))),
 	)
+	s.ids.ttl = o.SessionIdleTTL
 	mux := http.NewServeMux()
-	mux.Handle(EndpointPath, guard(h, o))
+	mux.Handle(EndpointPath, guard(track(s.ids, h), o))
 	closeAll := func(ctx context.Context) {
 		s.ids.shuttingDown.Store(true)
 		h.CloseSessions(ctx)
@@ -124,6 +125,20 @@ func guard(next http.Handler, o HTTPOptions) http.Handler {
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, o.MaxBodyBytes)
 		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// track brackets each request of a session for the idle sweeper.
+func track(ids *sessionIDs, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("Mcp-Session-Id")
+		if id == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ids.begin(id, r.Method == http.MethodDelete)
+		defer ids.end(id)
 		next.ServeHTTP(w, r)
 	})
 }

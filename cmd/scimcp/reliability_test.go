@@ -1,0 +1,322 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// long reports whether the long variants were asked for
+// (SCIMCP_LONG=1 go test ./cmd/scimcp -run Reliability).
+func long() bool { return os.Getenv("SCIMCP_LONG") == "1" }
+
+type ack struct {
+	ref    string
+	sha256 string
+	lines  int
+}
+
+func stdioClient(t *testing.T, bin, ws, data string) (*client.Client, *exec.Cmd) {
+	t.Helper()
+	var cmd *exec.Cmd
+	tr := transport.NewStdioWithOptions(bin, nil, []string{"serve", "--workspace", ws, "--data", data, "--log-level", "warn"},
+		transport.WithCommandFunc(func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
+			cmd = exec.Command(command, args...)
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+			return cmd, nil
+		}))
+	c := client.NewClient(tr)
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if _, err := c.Initialize(ctx, req); err != nil {
+		t.Fatalf("initialize after restart: %v", err)
+	}
+	return c, cmd
+}
+
+func toolCall(c *client.Client, name string, args map[string]any) (*mcp.CallToolResult, error) {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return c.CallTool(ctx, req)
+}
+
+func resultText(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// TestReliabilityCrashSafety starts the binary, drives writes from several
+// goroutines (stored outputs, executions that write files), kills it with
+// SIGKILL at a random moment, restarts it, and checks that the store opens,
+// every acknowledged stored output is served intact (its sha256 matches
+// what the client was told), and executions that were running are lost.
+func TestReliabilityCrashSafety(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	rounds := 6
+	if long() {
+		rounds = 60
+	}
+	bin := buildBinary(t)
+	ws, data := t.TempDir(), t.TempDir()
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	var acked []ack
+	var running []string
+	checked, kills := 0, 0
+	for round := 0; round < rounds; round++ {
+		c, cmd := stdioClient(t, bin, ws, data)
+		// Verify everything acknowledged so far.
+		for _, a := range acked {
+			r, err := toolCall(c, "read_tool_output", map[string]any{"ref": a.ref, "offset": 0, "limit": a.lines})
+			if err != nil || r.IsError {
+				t.Fatalf("round %d: acknowledged ref %s unreadable: %v %s", round, a.ref, err, resultText(r))
+			}
+			var out struct {
+				Content string `json:"content"`
+				EOF     bool   `json:"eof"`
+			}
+			b, _ := json.Marshal(r.StructuredContent)
+			json.Unmarshal(b, &out)
+			sum := sha256.Sum256([]byte(out.Content))
+			if hex.EncodeToString(sum[:]) != a.sha256 || !out.EOF {
+				t.Fatalf("round %d: ref %s served different bytes than acknowledged", round, a.ref)
+			}
+			checked++
+		}
+		for _, id := range running {
+			r, err := toolCall(c, "execution_status", map[string]any{"execution_id": id})
+			if err != nil || r.IsError {
+				t.Fatalf("execution %s after restart: %v", id, err)
+			}
+			if st := fmt.Sprint(r.StructuredContent.(map[string]any)["execution"].(map[string]any)["state"]); st != "lost" && st != "succeeded" {
+				t.Fatalf("execution %s was running at the kill; now %s", id, st)
+			}
+		}
+		running = nil
+		// Drive writes until the kill.
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for g := 0; g < 3; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					n := 1500 + rng.Intn(3000)
+					r, err := toolCall(c, "run_shell", map[string]any{"command": fmt.Sprintf("seq 1 %d; echo g%d-%d > f%d.txt", n, g, i, g)})
+					if err != nil || r == nil || r.IsError {
+						return // the server died under us
+					}
+					if r.Meta != nil {
+						if m, ok := r.Meta.AdditionalFields["scimcp/output"].(map[string]any); ok {
+							mu.Lock()
+							acked = append(acked, ack{ref: fmt.Sprint(m["ref"]), sha256: fmt.Sprint(m["sha256"]), lines: int(m["lines"].(float64))})
+							mu.Unlock()
+						}
+					}
+					if i%3 == 0 {
+						r, err := toolCall(c, "run_shell", map[string]any{"command": "sleep 30", "background": true})
+						if err == nil && r != nil && !r.IsError {
+							mu.Lock()
+							running = append(running, fmt.Sprint(r.StructuredContent.(map[string]any)["execution_id"]))
+							mu.Unlock()
+						}
+					}
+				}
+			}(g)
+		}
+		time.Sleep(time.Duration(100+rng.Intn(900)) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		kills++
+		close(stop)
+		wg.Wait()
+		c.Close()
+		cmd.Wait()
+	}
+	t.Logf("crash safety: %d SIGKILLs survived, %d acknowledged stored outputs verified (%d distinct)", kills, checked, len(acked))
+	if len(acked) == 0 {
+		t.Fatal("no write was acknowledged; the harness tested nothing")
+	}
+}
+
+// TestReliabilityHTTPLoad holds 64 concurrent HTTP sessions doing a mix of
+// calls for a bounded time: no errors, p99 reported, memory flat afterwards,
+// idle sessions reclaimed by the TTL.
+func TestReliabilityHTTPLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	dur := 8 * time.Second
+	if long() {
+		dur = 60 * time.Second
+	}
+	bin := buildBinary(t)
+	ws, data := t.TempDir(), t.TempDir()
+	for i := 0; i < 200; i++ {
+		os.WriteFile(filepath.Join(ws, fmt.Sprintf("f%03d.txt", i)), []byte(strings.Repeat(fmt.Sprintf("row %d\n", i), 300)), 0o644)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(bin, "serve", "--http", addr, "--workspace", ws, "--data", data, "--session-ttl", "3s", "--log-level", "debug")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var logMu sync.Mutex
+	var logLines []string
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logMu.Lock()
+			logLines = append(logLines, sc.Text())
+			logMu.Unlock()
+		}
+	}()
+	url := "http://" + addr + "/mcp"
+	for i := 0; ; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		if i > 100 {
+			t.Fatal("server did not listen")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rss := func() int {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "VmRSS:") {
+				n, _ := strconv.Atoi(strings.Fields(l)[1])
+				return n
+			}
+		}
+		return 0
+	}
+	var calls, errors atomic.Int64
+	var latMu sync.Mutex
+	var lat []time.Duration
+	deadline := time.Now().Add(dur)
+	var wg sync.WaitGroup
+	var rssDuring int
+	for s := 0; s < 64; s++ {
+		wg.Add(1)
+		go func(s int) {
+			defer wg.Done()
+			tr, _ := transport.NewStreamableHTTP(url)
+			c := client.NewClient(tr)
+			if err := c.Start(context.Background()); err != nil {
+				errors.Add(1)
+				return
+			}
+			req := mcp.InitializeRequest{}
+			req.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+			if _, err := c.Initialize(context.Background(), req); err != nil {
+				errors.Add(1)
+				return
+			}
+			// No Close: the client goes away without DELETE, as hosts do;
+			// the TTL must reclaim the session.
+			for i := 0; time.Now().Before(deadline); i++ {
+				var name string
+				var args map[string]any
+				switch i % 10 {
+				case 0:
+					name, args = "list_files", nil
+				case 1:
+					name, args = "run_shell", map[string]any{"command": "echo hi"}
+				default:
+					name, args = "read_file", map[string]any{"path": fmt.Sprintf("f%03d.txt", (s*7+i)%200), "offset": i % 200, "limit": 50}
+				}
+				start := time.Now()
+				r, err := toolCall(c, name, args)
+				d := time.Since(start)
+				calls.Add(1)
+				if err != nil || r.IsError {
+					if errors.Add(1) <= 3 {
+						if err != nil {
+							t.Logf("%s: %v", name, err)
+						} else {
+							t.Logf("%s: %.300s", name, resultText(r))
+						}
+					}
+					continue
+				}
+				latMu.Lock()
+				lat = append(lat, d)
+				latMu.Unlock()
+			}
+		}(s)
+	}
+	go func() {
+		time.Sleep(dur / 2)
+		rssDuring = rss()
+	}()
+	wg.Wait()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	if errors.Load() > 0 || len(lat) == 0 {
+		t.Fatalf("%d errors in %d calls", errors.Load(), calls.Load())
+	}
+	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
+	// Idle sessions are reclaimed by the TTL (3 s; the sweeper runs every
+	// 1.5 s).
+	time.Sleep(6 * time.Second)
+	logMu.Lock()
+	closed := 0
+	for _, l := range logLines {
+		if strings.Contains(l, "session closed") || strings.Contains(l, "Sweeping expired session") {
+			closed++
+		}
+	}
+	logMu.Unlock()
+	after := rss()
+	t.Logf("load: 64 HTTP sessions, %s, %d calls (%.0f/s), 0 errors, p50 %v, p99 %v; RSS %d KiB during, %d KiB after; %d session-end log lines",
+		dur, calls.Load(), float64(calls.Load())/dur.Seconds(), p50, p99, rssDuring, after, closed)
+	if closed < 64 {
+		t.Fatalf("only %d of 64 idle sessions were reclaimed by the TTL", closed)
+	}
+	if after > 2*rssDuring+64*1024 {
+		t.Fatalf("RSS grew after the load: %d KiB during, %d KiB after", rssDuring, after)
+	}
+}
