@@ -43,6 +43,10 @@ type Options struct {
 	// session; SetSessionPolicy narrows one session further.
 	ToolPolicy   []string
 	Instructions string
+	// DeferredGroups lists scimcp's own optional groups whose tools are
+	// deferred like upstream ones: listed by name until tool_search loads
+	// them, so a deployment with many tools keeps the model's context small.
+	DeferredGroups []toolkit.Group
 	// Sources are the upstream MCP servers whose tools are served as
 	// deferred mcp__<source>__<tool> tools behind tool_search.
 	Sources []sources.Config
@@ -164,6 +168,19 @@ func New(opts Options) (*Server, error) {
 	if err := s.addSources(opts.Sources); err != nil {
 		return nil, err
 	}
+	deferred := map[toolkit.Group]bool{}
+	for _, g := range opts.DeferredGroups {
+		if g == toolkit.GroupBase {
+			return nil, fmt.Errorf("the base tools cannot be deferred")
+		}
+		deferred[g] = true
+	}
+	for _, t := range opts.Tools {
+		if deferred[t.Group] && s.groups[t.Group] {
+			s.deferLocal(t.Def)
+			s.ensureToolSearch()
+		}
+	}
 	return s, nil
 }
 
@@ -216,12 +233,10 @@ func (s *Server) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 		if !s.visible(sess, t.Name) {
 			continue
 		}
-		if strings.HasPrefix(t.Name, sources.Prefix) {
-			// A deferred tool: its placeholder, or its full definition once
-			// tool_search promoted it for this session.
-			if def, ok := s.up.definition(sid, t.Name); ok {
-				t = def
-			}
+		// A deferred tool: its placeholder, or its full definition once
+		// tool_search promoted it for this session.
+		if def, ok := s.up.definition(sid, t.Name); ok {
+			t = def
 		}
 		out = append(out, t)
 	}

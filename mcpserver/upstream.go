@@ -39,7 +39,8 @@ const (
 // upstreamTool is one tool of a source as scimcp serves it.
 type upstreamTool struct {
 	exposed     string
-	source      *sources.Source
+	sourceName  string          // the MCP source, or "scimcp" for a deferred tool of scimcp's own
+	source      *sources.Source // nil for scimcp's own tools
 	tool        sources.Tool
 	full        mcp.Tool
 	placeholder mcp.Tool
@@ -87,10 +88,39 @@ func (s *Server) addSources(cfgs []sources.Config) error {
 		return nil
 	}
 	s.groups[GroupSources] = true
-	ts := s.toolSearch()
-	s.toolGroup[ts.Name()] = GroupSources
-	s.mcp.AddTools(server.ServerTool{Tool: ts.Def, Handler: server.ToolHandlerFunc(ts.Handler)})
+	s.ensureToolSearch()
 	return nil
+}
+
+// ensureToolSearch registers tool_search once.
+func (s *Server) ensureToolSearch() {
+	if _, ok := s.toolGroup["tool_search"]; ok {
+		return
+	}
+	ts := s.toolSearch()
+	s.toolGroup[ts.Name()] = ts.Group
+	s.groups[ts.Group] = true
+	s.mcp.AddTools(server.ServerTool{Tool: ts.Def, Handler: server.ToolHandlerFunc(ts.Handler)})
+}
+
+// deferLocal makes one of scimcp's own tools deferred: listed with a
+// placeholder schema until tool_search promotes it for a session.
+func (s *Server) deferLocal(def mcp.Tool) {
+	schema := def.RawInputSchema
+	if len(schema) == 0 {
+		schema, _ = json.Marshal(def.InputSchema)
+	}
+	ph := def
+	ph.Description = oneLine(def.Description) + " (deferred: call tool_search to load its parameters before calling it)"
+	ph.RawInputSchema = json.RawMessage(`{"type":"object","additionalProperties":true}`)
+	ph.RawOutputSchema = nil
+	ph.Meta = mcp.NewMetaFromMap(map[string]any{MetaDeferredKey: true, "scimcp/source": "scimcp"})
+	ut := &upstreamTool{exposed: def.Name, sourceName: "scimcp", full: def, placeholder: ph,
+		tool: sources.Tool{Name: def.Name, Title: def.Title, Description: def.Description, InputSchema: schema}}
+	s.up.mu.Lock()
+	s.up.byName[def.Name] = ut
+	s.up.rebuildIndexLocked()
+	s.up.mu.Unlock()
 }
 
 // StartSources starts every configured upstream source in the background.
@@ -210,7 +240,7 @@ func newUpstreamTool(src *sources.Source, t sources.Tool) *upstreamTool {
 		Annotations:    full.Annotations,
 		Meta:           mcp.NewMetaFromMap(map[string]any{MetaDeferredKey: true, "scimcp/source": src.Name()}),
 	}
-	ut := &upstreamTool{exposed: exposed, source: src, tool: t, full: full, placeholder: placeholder}
+	ut := &upstreamTool{exposed: exposed, sourceName: src.Name(), source: src, tool: t, full: full, placeholder: placeholder}
 	var sch jsonschema.Schema
 	if err := json.Unmarshal(schema, &sch); err == nil {
 		if rs, err := sch.Resolve(nil); err == nil {
@@ -250,7 +280,7 @@ func (u *upstreams) rebuildIndexLocked() {
 	sort.Strings(names)
 	for _, n := range names {
 		ut := u.byName[n]
-		d := search.Doc{ID: n, Name: ut.source.Name() + " " + ut.tool.Name + " " + ut.tool.Title, Description: ut.tool.Description}
+		d := search.Doc{ID: n, Name: ut.sourceName + " " + ut.tool.Name + " " + ut.tool.Title, Description: ut.tool.Description}
 		var sch struct {
 			Properties map[string]struct {
 				Description string `json:"description"`
@@ -543,7 +573,7 @@ func (s *Server) toolSearch() toolkit.Tool {
 		out := ToolSearchOut{Tools: []FoundTool{}, DeferredTotal: len(u.byName), Promoted: []string{}, Unknown: unknown}
 		for _, n := range names {
 			ut := u.byName[n]
-			out.Tools = append(out.Tools, FoundTool{Name: n, Source: ut.source.Name(), Description: ut.tool.Description, InputSchema: ut.full.RawInputSchema, Score: scores[n]})
+			out.Tools = append(out.Tools, FoundTool{Name: n, Source: ut.sourceName, Description: ut.tool.Description, InputSchema: ut.full.RawInputSchema, Score: scores[n]})
 		}
 		u.mu.RUnlock()
 		if fresh := u.promote(c.Session, names); len(fresh) > 0 {

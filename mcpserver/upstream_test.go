@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/sciencediscovery/scimcp/mcpserver/sources"
+	"github.com/sciencediscovery/scimcp/toolkit"
 )
 
 // withUpstream configures the test upstream as source "up".
@@ -270,5 +271,32 @@ func TestUpstreamProgressForwarded(t *testing.T) {
 	defer mu.Unlock()
 	if len(toks) < 3 || fmt.Sprint(toks[0]) != "client-token-7" {
 		t.Fatalf("forwarded progress tokens: %v", toks)
+	}
+}
+
+func TestDeferredOwnGroup(t *testing.T) {
+	e := newEnv(t, func(o *Options) {
+		o.Groups = append(o.Groups, "web")
+		o.DeferredGroups = []toolkit.Group{"web"}
+	}, fakeTool("web_probe", "web"))
+	c := e.connect(t)
+	tools := listTools(t, c)
+	if tools["web_probe"].Meta == nil || tools["web_probe"].Meta.AdditionalFields[MetaDeferredKey] != true || tools["tool_search"].Name == "" {
+		t.Fatalf("own deferred tool: %s", mustJSON(tools["web_probe"]))
+	}
+	if tools["read_file"].Meta != nil && tools["read_file"].Meta.AdditionalFields[MetaDeferredKey] == true {
+		t.Fatal("a base tool was deferred")
+	}
+	res := call(t, c, "tool_search", `{"query":"select:web_probe"}`)
+	var so ToolSearchOut
+	structured(t, res, &so)
+	if len(so.Tools) != 1 || so.Tools[0].Source != "scimcp" {
+		t.Fatalf("tool_search over own tools: %s", text(res))
+	}
+	if d := listTools(t, c)["web_probe"]; d.Meta != nil && d.Meta.AdditionalFields[MetaDeferredKey] == true {
+		t.Fatal("promotion did not replace the placeholder")
+	}
+	if r := call(t, c, "web_probe", ""); r.IsError {
+		t.Fatalf("deferred own tool call: %s", text(r))
 	}
 }

@@ -35,6 +35,7 @@ type config struct {
 	Groups     string
 	ToolPolicy string
 	Sources    string
+	Deferred   string
 
 	// Executions.
 	Sandbox     string
@@ -77,6 +78,7 @@ func (c *config) settings() []setting {
 		{"session-ttl", "SCIMCP_SESSION_TTL", "reclaim HTTP sessions idle this long", &c.SessionTTL},
 		{"groups", "SCIMCP_GROUPS", "comma-separated optional tool groups to turn on (base tools are always on)", &c.Groups},
 		{"tool-policy", "SCIMCP_TOOL_POLICY", "comma-separated whitelist of tool names every session is limited to (empty: no limit)", &c.ToolPolicy},
+		{"deferred-groups", "SCIMCP_DEFERRED_GROUPS", "comma-separated optional groups whose tools stay deferred behind tool_search, like upstream tools", &c.Deferred},
 		{"sources", "SCIMCP_SOURCES", "JSON file of upstream MCP servers ({\"mcpServers\": {...}}, as Claude Desktop and .mcp.json keep them); the --config file may hold the same block", &c.Sources},
 		{"sandbox", "SCIMCP_SANDBOX", "bwrap (default) or none; none runs commands UNSANDBOXED, for development only", &c.Sandbox},
 		{"network", "SCIMCP_NETWORK", "let sandboxed commands reach the network", &c.Network},

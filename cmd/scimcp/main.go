@@ -165,14 +165,15 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 
 	srv, err := mcpserver.New(mcpserver.Options{
-		Version:    version,
-		Logger:     log,
-		Store:      st,
-		Outputs:    outs,
-		Tools:      toolkit.Catalogue(toolkit.Services{Workspace: ws, Outputs: outs, Executions: execs, PaperRunner: local}),
-		Groups:     append(groupsOf(splitList(cfg.Groups)), autoGroups(log)...),
-		ToolPolicy: splitList(cfg.ToolPolicy),
-		Sources:    srcs,
+		Version:        version,
+		Logger:         log,
+		Store:          st,
+		Outputs:        outs,
+		Tools:          toolkit.Catalogue(toolkit.Services{Workspace: ws, Outputs: outs, Executions: execs, PaperRunner: local}),
+		Groups:         append(groupsOf(splitList(cfg.Groups)), autoGroups(log)...),
+		ToolPolicy:     splitList(cfg.ToolPolicy),
+		Sources:        srcs,
+		DeferredGroups: groupsOf(splitList(cfg.Deferred)),
 	})
 	if err != nil {
 		return err
