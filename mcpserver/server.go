@@ -50,9 +50,17 @@ type Options struct {
 	// Sources are the upstream MCP servers whose tools are served as
 	// deferred mcp__<source>__<tool> tools behind tool_search.
 	Sources []sources.Config
-	// OnSessionEnd, when set, is called once when a session ends for good
-	// (stdio closes, HTTP DELETE, idle TTL); not on a server shutdown, after
-	// which HTTP clients may resume their sessions.
+	// AfterToolCall, when set, is called after every tool result of a
+	// session, before notices are attached to it (planProgress, waiting
+	// timer reminders).
+	AfterToolCall func(c toolkit.Caller, tool string, meta *mcp.Meta)
+	// ReadPlan, when set, serves each session its own plan as
+	// scimcp://sessions/{session}/plan.
+	ReadPlan func(session, uri string) ([]mcp.ResourceContents, error)
+	// OnSessionEnd, when set, is called once when a session ends for good:
+	// stdio closes (also when the server is stopped by a signal: a stdio
+	// client does not come back to the same session), HTTP DELETE, idle TTL;
+	// not when an HTTP server shuts down, after which clients may resume.
 	OnSessionEnd func(sessionID string)
 }
 
@@ -144,6 +152,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Instructions != "" {
 		srvOpts = append(srvOpts, server.WithInstructions(opts.Instructions))
 	}
+	if opts.ReadPlan != nil {
+		srvOpts = append(srvOpts, server.WithResourceCapabilities(true, false))
+	}
 	s.mcp = server.NewMCPServer(opts.Name, opts.Version, srvOpts...)
 
 	seen := map[string]bool{}
@@ -158,6 +169,15 @@ func New(opts Options) (*Server, error) {
 		st = append(st, server.ServerTool{Tool: t.Def, Handler: server.ToolHandlerFunc(t.Handler)})
 	}
 	s.mcp.AddTools(st...)
+	if opts.ReadPlan != nil {
+		s.mcp.AddResourceTemplate(toolkit.PlanResourceTemplate(), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			sess := s.sessionFromContext(ctx)
+			if sess == nil {
+				return nil, fmt.Errorf("resource not found: %s", req.Params.URI)
+			}
+			return opts.ReadPlan(sess.ID, req.Params.URI)
+		})
+	}
 	if opts.Store != nil {
 		inv, err := sources.NewInvocations(opts.Store)
 		if err != nil {
@@ -293,8 +313,36 @@ func (s *Server) callMiddleware(next server.ToolHandlerFunc) server.ToolHandlerF
 		if s.opts.Outputs != nil && !s.selfBounded[req.Params.Name] {
 			res = s.bound(caller, req.Params.Name, res)
 		}
+		if s.opts.AfterToolCall != nil {
+			s.opts.AfterToolCall(caller, req.Params.Name, req.Params.Meta)
+		}
 		return s.attachNotices(caller.Session, res), nil
 	}
+}
+
+// NotifyResourceUpdated sends notifications/resources/updated for uri to
+// one session; it reports false if the session is not live.
+func (s *Server) NotifyResourceUpdated(sessionID, uri string) bool {
+	mcpID := s.mcpIDOf(sessionID)
+	if mcpID == "" {
+		return false
+	}
+	if err := s.mcp.SendNotificationToSpecificClient(mcpID, "notifications/resources/updated", map[string]any{"uri": uri}); err != nil {
+		s.log.Debug("resource updated notification", "session", sessionID, "error", err)
+	}
+	return true
+}
+
+// mcpIDOf maps a scimcp session id to mcp-go's.
+func (s *Server) mcpIDOf(sessionID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, ss := range s.sessions {
+		if ss.ID == sessionID {
+			return id
+		}
+	}
+	return ""
 }
 
 // Deliver tells a session something now (notifications/message) and again

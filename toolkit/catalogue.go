@@ -4,6 +4,8 @@ import (
 	"github.com/sciencediscovery/scimcp/runner"
 	"github.com/sciencediscovery/scimcp/workspace"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
+	"github.com/sciencediscovery/scimcp/workspace/plans"
+	"github.com/sciencediscovery/scimcp/workspace/timers"
 )
 
 // Services are the domain services the handlers close over.
@@ -14,6 +16,10 @@ type Services struct {
 	Executions *runner.Executions
 	// PaperRunner runs pdftotext for paper_extract_pdf; nil leaves it out.
 	PaperRunner runner.Runner
+	// Plans backs update_plan; nil leaves it out.
+	Plans *plans.Store
+	// Timers backs timer_create, timer_list and timer_cancel; nil leaves them out.
+	Timers *timers.Service
 }
 
 // Catalogue returns every tool scimcp can serve, in a stable order. Which of
@@ -32,6 +38,7 @@ func Catalogue(svc Services) []Tool {
 			executionCancel(svc.Executions),
 		)
 	}
+	tools = append(tools, Orchestration(svc.Plans, svc.Timers)...)
 	if svc.PaperRunner != nil {
 		tools = append(tools, paperExtract(svc.Workspace, svc.PaperRunner))
 	}

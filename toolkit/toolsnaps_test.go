@@ -10,7 +10,9 @@ import (
 	"github.com/sciencediscovery/scimcp/runner"
 	"github.com/sciencediscovery/scimcp/workspace"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
+	"github.com/sciencediscovery/scimcp/workspace/plans"
 	"github.com/sciencediscovery/scimcp/workspace/store"
+	"github.com/sciencediscovery/scimcp/workspace/timers"
 )
 
 // TestToolSnapshots freezes what the model sees of every tool: name,
@@ -39,9 +41,18 @@ func TestToolSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pl, err := plans.New(db, plans.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := timers.New(timers.Config{Store: db, Executions: execs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.Close()
 	update := os.Getenv("UPDATE_TOOLSNAPS") == "true"
 	seen := map[string]bool{}
-	for _, tool := range Catalogue(Services{Workspace: ws, Outputs: outs, Executions: execs, PaperRunner: local}) {
+	for _, tool := range Catalogue(Services{Workspace: ws, Outputs: outs, Executions: execs, PaperRunner: local, Plans: pl, Timers: tm}) {
 		got, err := json.MarshalIndent(tool.Def, "", "  ")
 		if err != nil {
 			t.Fatal(err)

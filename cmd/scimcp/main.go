@@ -22,13 +22,16 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/sciencediscovery/scimcp/mcpserver"
 	"github.com/sciencediscovery/scimcp/runner"
 	"github.com/sciencediscovery/scimcp/toolkit"
 	"github.com/sciencediscovery/scimcp/workspace"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
+	"github.com/sciencediscovery/scimcp/workspace/plans"
 	"github.com/sciencediscovery/scimcp/workspace/store"
+	"github.com/sciencediscovery/scimcp/workspace/timers"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -164,7 +167,27 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	srv, err := mcpserver.New(mcpserver.Options{
+	// plans and timers reach srv only after it is set: a plan commit needs a
+	// tool call, and no timer fires before timerSvc.Start.
+	var srv *mcpserver.Server
+	planStore, err := plans.New(st, plans.Config{
+		OnChange: func(session string) { srv.NotifyResourceUpdated(session, plans.URI(session)) },
+	})
+	if err != nil {
+		return fmt.Errorf("plans: %w", err)
+	}
+	timerSvc, err := timers.New(timers.Config{
+		Store: st, Executions: execs, Log: log.Named("timers"),
+		Deliver: func(session, text string, data map[string]any) bool {
+			return srv.Deliver(session, mcpserver.Notice{Kind: "timer", Text: text, Data: data})
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("timers: %w", err)
+	}
+	defer timerSvc.Close() // before execs.Shutdown and st.Close
+
+	srv, err = mcpserver.New(mcpserver.Options{
 		Version:        version,
 		Logger:         log,
 		Store:          st,
@@ -174,12 +197,21 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		ToolPolicy:     splitList(cfg.ToolPolicy),
 		Sources:        srcs,
 		DeferredGroups: groupsOf(splitList(cfg.Deferred)),
+		OnSessionEnd: func(id string) {
+			timerSvc.SessionEnded(id)
+			planStore.Forget(id)
+		},
+		AfterToolCall: toolkit.OrchestrationHook(planStore, timerSvc),
+		ReadPlan: func(session, uri string) ([]mcp.ResourceContents, error) {
+			return toolkit.ReadPlanResource(planStore, session, uri)
+		},
 	})
 	if err != nil {
 		return err
 	}
 	srv.StartSources()
 	defer srv.Close()
+	timerSvc.Start()
 	log.Info("serving", "workspace", cfg.Workspace, "data", cfg.Data, "stdio", useStdio, "http", cfg.HTTP, "version", version)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -250,7 +282,7 @@ func retain(ctx context.Context, outs *outputs.Store, log hclog.Logger) {
 
 // autoGroups turns on the groups whose prerequisites this machine has.
 func autoGroups(log hclog.Logger) []toolkit.Group {
-	var gs []toolkit.Group
+	gs := []toolkit.Group{toolkit.GroupOrchestration} // plans and timers: for main sessions, always
 	if _, err := exec.LookPath("pdftotext"); err == nil {
 		gs = append(gs, toolkit.GroupPapers)
 	} else {
