@@ -86,6 +86,7 @@ func (e *testEnv) start(t testing.TB, mutate func(*Options), extra ...toolkit.To
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { local.Ready() }) // the sandbox is prepared in the background
 	execs, err := runner.NewExecutions(runner.Config{Store: st, Runners: []runner.Runner{local}, CancelGrace: time.Second})
 	if err != nil {
 		t.Fatal(err)

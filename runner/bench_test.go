@@ -18,6 +18,7 @@ func BenchmarkLocalEcho(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	l.Ready()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		out := &runnertest.Output{}
@@ -54,6 +55,7 @@ func BenchmarkLocalEchoNoCgroups(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	l.Ready()
 	runner.NoCgroups(l)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

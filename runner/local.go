@@ -90,6 +90,8 @@ type Local struct {
 	passwd     string
 	group      string
 	etc        string // the sandbox's /etc, prepared at start
+	prep       chan struct{} // closed when prepare has run
+	prepErr    error
 	root       bool
 	hostLayout []string // bwrap arguments for /bin, /lib, ... symlinks or binds
 }
@@ -133,17 +135,23 @@ func NewLocal(cfg LocalConfig) (*Local, error) {
 		}
 		if cfg.Bwrap == "" {
 			l.bwrapErr = errors.New("the sandbox needs bubblewrap (bwrap), which is not installed on the server; install it with `apt-get install -y bubblewrap` (Debian/Ubuntu) and restart scimcp. Commands are never run unsandboxed")
-		} else {
-			help, _ := exec.Command(cfg.Bwrap, "--help").CombinedOutput()
-			l.disableNS = strings.Contains(string(help), "--disable-userns")
 		}
 		l.cfg.Bwrap = cfg.Bwrap
 	}
 	l.cg = detectCgroups()
-	if err := l.writeIdentity(); err != nil {
-		return nil, err
-	}
 	l.hostLayout = hostLayout()
+	// What takes long (copying the allowlisted /etc, asking bwrap what it
+	// supports) happens in the background, so the server starts at once;
+	// the first Start waits for it.
+	l.prep = make(chan struct{})
+	go func() {
+		defer close(l.prep)
+		if l.cfg.Bwrap != "" {
+			help, _ := exec.Command(l.cfg.Bwrap, "--help").CombinedOutput()
+			l.disableNS = strings.Contains(string(help), "--disable-userns")
+		}
+		l.prepErr = l.writeIdentity()
+	}()
 	return l, nil
 }
 
@@ -174,19 +182,28 @@ func (l *Local) writeIdentity() error {
 		return err
 	}
 	etc := filepath.Join(l.cfg.StateDir, "etc")
-	tmp := etc + ".new"
-	os.RemoveAll(tmp)
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		return err
-	}
-	for _, e := range etcAllowlist {
-		if err := copyTree(filepath.Join("/etc", e), filepath.Join(tmp, e)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("prepare the sandbox's /etc: %w", err)
+	// The copy is reused across restarts while the host's entries look the
+	// same (name, mode, size, mtime of each top-level entry).
+	stampFile := etc + ".stamp"
+	stamp := etcStamp()
+	if old, err := os.ReadFile(stampFile); err != nil || string(old) != stamp {
+		tmp := etc + ".new"
+		os.RemoveAll(tmp)
+		if err := os.MkdirAll(tmp, 0o755); err != nil {
+			return err
 		}
-	}
-	os.RemoveAll(etc)
-	if err := os.Rename(tmp, etc); err != nil {
-		return err
+		for _, e := range etcAllowlist {
+			if err := copyTree(filepath.Join("/etc", e), filepath.Join(tmp, e)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("prepare the sandbox's /etc: %w", err)
+			}
+		}
+		os.RemoveAll(etc)
+		if err := os.Rename(tmp, etc); err != nil {
+			return err
+		}
+		if err := os.WriteFile(stampFile, []byte(stamp), 0o600); err != nil {
+			return err
+		}
 	}
 	l.etc = etc
 	uid, gid := os.Getuid(), os.Getgid()
@@ -201,6 +218,19 @@ func (l *Local) writeIdentity() error {
 		return err
 	}
 	return os.WriteFile(l.group, []byte(gr), 0o644)
+}
+
+// etcStamp describes the host's allowlisted /etc entries.
+func etcStamp() string {
+	var b strings.Builder
+	for _, e := range etcAllowlist {
+		fi, err := os.Lstat(filepath.Join("/etc", e))
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(&b, "%s %v %d %d\n", e, fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
+	}
+	return b.String()
 }
 
 // hostLayout maps /bin, /lib, /lib64 and /sbin as the host has them: a
@@ -221,6 +251,13 @@ func hostLayout() []string {
 		args = append(args, "--ro-bind", d, d)
 	}
 	return args
+}
+
+// Ready waits until the runner's background preparation is done and
+// reports its error.
+func (l *Local) Ready() error {
+	<-l.prep
+	return l.prepErr
 }
 
 // Name implements Runner.
@@ -249,6 +286,10 @@ func (l *Local) Describe() Description {
 func (l *Local) Start(ctx context.Context, spec Spec) (Handle, error) {
 	if l.bwrapErr != nil {
 		return nil, l.bwrapErr
+	}
+	<-l.prep
+	if l.prepErr != nil {
+		return nil, fmt.Errorf("prepare the sandbox: %w", l.prepErr)
 	}
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("empty command")

@@ -34,6 +34,7 @@ func newLocal(t *testing.T, mutate func(*runner.LocalConfig)) *runner.Local {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { l.Ready() }) // before the temporary folders go
 	return l
 }
 

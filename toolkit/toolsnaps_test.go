@@ -37,6 +37,7 @@ func TestToolSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { local.Ready() }) // the sandbox is prepared in the background
 	execs, err := runner.NewExecutions(runner.Config{Store: db, Runners: []runner.Runner{local}})
 	if err != nil {
 		t.Fatal(err)
