@@ -89,7 +89,7 @@ type Local struct {
 	disableNS  bool  // bwrap supports --disable-userns
 	passwd     string
 	group      string
-	etc        string // the sandbox's /etc, prepared at start
+	etc        string        // the sandbox's /etc, prepared at start
 	prep       chan struct{} // closed when prepare has run
 	prepErr    error
 	root       bool
