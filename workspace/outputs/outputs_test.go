@@ -277,7 +277,7 @@ func TestRecoverAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	keep, _ := s.Put("o", "s", "t", lines(100, 100))
-	lost, _ := s.Put("o", "s", "t", lines(100, 100))
+	lost, _ := s.Put("o", "s", "t", lines(101, 100))
 	// Simulate a crash: a torn temporary file, an unindexed file, and an
 	// index entry whose file vanished.
 	os.WriteFile(filepath.Join(s.dir, "s", ".tmp-123"), []byte("torn"), 0o600)
@@ -310,7 +310,7 @@ func TestPrune(t *testing.T) {
 	s, _ := newStore(t, func(l *Limits) { l.MaxTotalBytes = 25_000 })
 	var refs []Record
 	for i := 0; i < 4; i++ {
-		r, _ := s.Put("o", "s", "t", strings.Repeat("x", 10_000))
+		r, _ := s.Put("o", "s", "t", strings.Repeat(string(rune('a'+i)), 10_000))
 		refs = append(refs, r)
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -330,5 +330,17 @@ func TestPrune(t *testing.T) {
 	removed, _, _ = s.Prune(time.Now().Add(8 * 24 * time.Hour))
 	if removed != 2 {
 		t.Fatalf("prune by age removed %d, want 2", removed)
+	}
+}
+
+func TestIdenticalResultReusesRef(t *testing.T) {
+	s, _ := newStore(t, nil)
+	text := lines(500, 40)
+	a, _ := s.Put("o", "s", "list_files", text)
+	b, _ := s.Put("o", "s", "list_files", text)
+	c, _ := s.Put("o2", "s2", "list_files", text)
+	d, _ := s.Put("o", "s", "list_files", text+"x")
+	if a.Ref != b.Ref || a.Ref == c.Ref || a.Ref == d.Ref {
+		t.Fatalf("refs %s %s %s %s: same owner and content must share, others not", a.Ref, b.Ref, c.Ref, d.Ref)
 	}
 }
