@@ -57,6 +57,11 @@ type Options struct {
 	// ReadPlan, when set, serves each session its own plan as
 	// scimcp://sessions/{session}/plan.
 	ReadPlan func(session, uri string) ([]mcp.ResourceContents, error)
+	// ArtifactResources and ReadArtifact, when both set, serve the Project
+	// Artifacts as resources (scimcp://artifacts/{artifact_id}[/v{version}]).
+	// Call ArtifactsChanged after every declaration.
+	ArtifactResources func() ([]mcp.Resource, error)
+	ReadArtifact      func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error)
 	// OnSessionEnd, when set, is called once when a session ends for good:
 	// stdio closes (also when the server is stopped by a signal: a stdio
 	// client does not come back to the same session), HTTP DELETE, idle TTL;
@@ -152,8 +157,10 @@ func New(opts Options) (*Server, error) {
 	if opts.Instructions != "" {
 		srvOpts = append(srvOpts, server.WithInstructions(opts.Instructions))
 	}
-	if opts.ReadPlan != nil {
-		srvOpts = append(srvOpts, server.WithResourceCapabilities(true, false))
+	artifactResources := opts.ArtifactResources != nil && opts.ReadArtifact != nil
+	if opts.ReadPlan != nil || artifactResources {
+		// subscribe: plans send resources/updated; listChanged: artifacts.
+		srvOpts = append(srvOpts, server.WithResourceCapabilities(opts.ReadPlan != nil, artifactResources))
 	}
 	s.mcp = server.NewMCPServer(opts.Name, opts.Version, srvOpts...)
 
@@ -177,6 +184,12 @@ func New(opts Options) (*Server, error) {
 			}
 			return opts.ReadPlan(sess.ID, req.Params.URI)
 		})
+	}
+	if artifactResources {
+		for _, tpl := range toolkit.ArtifactResourceTemplates() {
+			s.mcp.AddResourceTemplate(tpl, opts.ReadArtifact)
+		}
+		s.ArtifactsChanged()
 	}
 	if opts.Store != nil {
 		inv, err := sources.NewInvocations(opts.Store)
@@ -318,6 +331,24 @@ func (s *Server) callMiddleware(next server.ToolHandlerFunc) server.ToolHandlerF
 		}
 		return s.attachNotices(caller.Session, res), nil
 	}
+}
+
+// ArtifactsChanged lists the Project Artifacts as resources again; mcp-go
+// then sends notifications/resources/list_changed to every session.
+func (s *Server) ArtifactsChanged() {
+	if s.opts.ArtifactResources == nil || s.opts.ReadArtifact == nil {
+		return
+	}
+	list, err := s.opts.ArtifactResources()
+	if err != nil {
+		s.log.Warn("list artifact resources", "error", err)
+		return
+	}
+	rs := make([]server.ServerResource, len(list))
+	for i, r := range list {
+		rs[i] = server.ServerResource{Resource: r, Handler: s.opts.ReadArtifact}
+	}
+	s.mcp.AddResources(rs...)
 }
 
 // NotifyResourceUpdated sends notifications/resources/updated for uri to

@@ -414,6 +414,23 @@ func (e *Executions) Wait(ctx context.Context, owner, id string, timeout time.Du
 	return e.Get(owner, id)
 }
 
+// Running returns the records of the executions running now.
+func (e *Executions) Running() []Execution {
+	e.mu.Lock()
+	ls := make([]*live, 0, len(e.live))
+	for _, l := range e.live {
+		ls = append(ls, l)
+	}
+	e.mu.Unlock()
+	out := make([]Execution, 0, len(ls))
+	for _, l := range ls {
+		l.mu.Lock()
+		out = append(out, l.rec)
+		l.mu.Unlock()
+	}
+	return out
+}
+
 // Done returns a channel closed when the execution ends (nil if it has
 // already ended).
 func (e *Executions) Done(id string) <-chan struct{} {

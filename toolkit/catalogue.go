@@ -3,8 +3,10 @@ package toolkit
 import (
 	"github.com/sciencediscovery/scimcp/runner"
 	"github.com/sciencediscovery/scimcp/workspace"
+	"github.com/sciencediscovery/scimcp/workspace/artifacts"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
 	"github.com/sciencediscovery/scimcp/workspace/plans"
+	"github.com/sciencediscovery/scimcp/workspace/provenance"
 	"github.com/sciencediscovery/scimcp/workspace/timers"
 )
 
@@ -16,6 +18,11 @@ type Services struct {
 	Executions *runner.Executions
 	// PaperRunner runs pdftotext for paper_extract_pdf; nil leaves it out.
 	PaperRunner runner.Runner
+	// Provenance backs get_file_provenance; nil leaves it out.
+	Provenance *provenance.Index
+	// Artifacts backs declare_artifact, list_artifacts and read_artifact,
+	// and get_file_provenance's artifact links; nil leaves them out.
+	Artifacts *artifacts.Store
 	// Plans backs update_plan; nil leaves it out.
 	Plans *plans.Store
 	// Timers backs timer_create, timer_list and timer_cancel; nil leaves them out.
@@ -37,6 +44,12 @@ func Catalogue(svc Services) []Tool {
 			executionLogs(svc.Executions),
 			executionCancel(svc.Executions),
 		)
+	}
+	if svc.Provenance != nil {
+		tools = append(tools, GetFileProvenance(svc.Provenance, svc.Artifacts))
+	}
+	if svc.Artifacts != nil {
+		tools = append(tools, ArtifactTools(svc.Artifacts)...)
 	}
 	tools = append(tools, Orchestration(svc.Plans, svc.Timers)...)
 	if svc.PaperRunner != nil {

@@ -9,8 +9,11 @@ import (
 
 	"github.com/sciencediscovery/scimcp/runner"
 	"github.com/sciencediscovery/scimcp/workspace"
+	"github.com/sciencediscovery/scimcp/workspace/artifacts"
+	"github.com/sciencediscovery/scimcp/workspace/cas"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
 	"github.com/sciencediscovery/scimcp/workspace/plans"
+	"github.com/sciencediscovery/scimcp/workspace/provenance"
 	"github.com/sciencediscovery/scimcp/workspace/store"
 	"github.com/sciencediscovery/scimcp/workspace/timers"
 )
@@ -51,9 +54,22 @@ func TestToolSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tm.Close()
+	blobs, err := cas.Open(db.Dir(), cas.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov, err := provenance.New(provenance.Config{Store: db, Workspace: ws, CAS: blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prov.Close()
+	arts, err := artifacts.New(artifacts.Config{Store: db, Workspace: ws, CAS: blobs, Provenance: prov})
+	if err != nil {
+		t.Fatal(err)
+	}
 	update := os.Getenv("UPDATE_TOOLSNAPS") == "true"
 	seen := map[string]bool{}
-	for _, tool := range Catalogue(Services{Workspace: ws, Outputs: outs, Executions: execs, PaperRunner: local, Plans: pl, Timers: tm}) {
+	for _, tool := range Catalogue(Services{Workspace: ws, Outputs: outs, Executions: execs, PaperRunner: local, Plans: pl, Timers: tm, Provenance: prov, Artifacts: arts}) {
 		got, err := json.MarshalIndent(tool.Def, "", "  ")
 		if err != nil {
 			t.Fatal(err)

@@ -28,8 +28,11 @@ import (
 	"github.com/sciencediscovery/scimcp/runner"
 	"github.com/sciencediscovery/scimcp/toolkit"
 	"github.com/sciencediscovery/scimcp/workspace"
+	"github.com/sciencediscovery/scimcp/workspace/artifacts"
+	"github.com/sciencediscovery/scimcp/workspace/cas"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
 	"github.com/sciencediscovery/scimcp/workspace/plans"
+	"github.com/sciencediscovery/scimcp/workspace/provenance"
 	"github.com/sciencediscovery/scimcp/workspace/store"
 	"github.com/sciencediscovery/scimcp/workspace/timers"
 )
@@ -143,6 +146,27 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("tool outputs: %w", err)
 	}
 
+	blobs, err := cas.Open(cfg.Data, cas.Options{})
+	if err != nil {
+		return fmt.Errorf("content store: %w", err)
+	}
+	var execs *runner.Executions
+	prov, err := provenance.New(provenance.Config{Store: st, Workspace: ws, CAS: blobs,
+		// A change a running execution may have made waits for that
+		// execution's own scan instead of being recorded as unknown.
+		Running: func() []provenance.Window {
+			var ws []provenance.Window
+			for _, r := range execs.Running() {
+				ws = append(ws, provenance.Window{ExecutionID: r.ID, Start: r.Created})
+			}
+			return ws
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("provenance: %w", err)
+	}
+	defer prov.Close()
+
 	local, err := runner.NewLocal(runner.LocalConfig{
 		Workspace: cfg.Workspace,
 		Sandbox:   cfg.Sandbox,
@@ -156,7 +180,18 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	d := local.Describe()
 	log.Info("runner ready", "runner", d.Name, "sandbox", d.Sandbox, "limits", d.Limits)
-	execs, err := runner.NewExecutions(runner.Config{Store: st, Runners: []runner.Runner{local}, Log: log.Named("executions")})
+	execs, err = runner.NewExecutions(runner.Config{Store: st, Runners: []runner.Runner{local}, Log: log.Named("executions"),
+		// Every file the execution created, changed or deleted gets a revision
+		// before run_shell's waiters learn that it ended.
+		OnEnd: func(rec runner.Execution) {
+			rep, err := prov.Scan(context.Background(), toolkit.ExecutionWriter(rec))
+			if err != nil {
+				log.Warn("provenance scan after execution", "execution", rec.ID, "error", err)
+				return
+			}
+			log.Debug("provenance scan after execution", "execution", rec.ID, "created", rep.Created, "modified", rep.Modified,
+				"deleted", rep.Deleted, "unknown", rep.Unknown, "deferred", rep.Deferred, "took", rep.Duration)
+		}})
 	if err != nil {
 		return fmt.Errorf("executions: %w", err)
 	}
@@ -170,6 +205,11 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	// plans and timers reach srv only after it is set: a plan commit needs a
 	// tool call, and no timer fires before timerSvc.Start.
 	var srv *mcpserver.Server
+	arts, err := artifacts.New(artifacts.Config{Store: st, Workspace: ws, CAS: blobs, Provenance: prov,
+		OnChange: func() { srv.ArtifactsChanged() }}) // a declaration needs a tool call: srv is set by then
+	if err != nil {
+		return fmt.Errorf("artifacts: %w", err)
+	}
 	planStore, err := plans.New(st, plans.Config{
 		OnChange: func(session string) { srv.NotifyResourceUpdated(session, plans.URI(session)) },
 	})
@@ -201,7 +241,9 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			timerSvc.SessionEnded(id)
 			planStore.Forget(id)
 		},
-		AfterToolCall: toolkit.OrchestrationHook(planStore, timerSvc),
+		AfterToolCall:     toolkit.OrchestrationHook(planStore, timerSvc),
+		ArtifactResources: func() ([]mcp.Resource, error) { return toolkit.ArtifactResourceList(arts) },
+		ReadArtifact:      toolkit.ReadArtifactResource(arts),
 		ReadPlan: func(session, uri string) ([]mcp.ResourceContents, error) {
 			return toolkit.ReadPlanResource(planStore, session, uri)
 		},
@@ -217,6 +259,19 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go retain(ctx, outs, log)
+	// Whatever changed while the server was down has no recorded writer.
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		rep, err := prov.Scan(ctx, provenance.Writer{Kind: provenance.KindUnknown, Note: "server start"})
+		if err != nil {
+			log.Warn("provenance scan at start", "error", err)
+			return
+		}
+		log.Info("provenance scan at start", "files", rep.Files, "created", rep.Created, "modified", rep.Modified,
+			"deleted", rep.Deleted, "truncated", rep.Truncated, "took", rep.Duration)
+	}()
+	defer func() { <-scanned }() // ctx ends first (stop), then prov and st close
 	errc := make(chan error, 2)
 
 	var httpSrv *mcpserver.HTTPServer
