@@ -119,7 +119,7 @@ type Store struct {
 	// content, so an identical result (list_files of an unchanged tree)
 	// reuses its ref instead of being stored again.
 	recent map[string]string
-	index map[string]*workspace.LineIndex
+	index  map[string]*workspace.LineIndex
 }
 
 // New opens the stored outputs of a data folder and recovers from any crash.
