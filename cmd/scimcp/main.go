@@ -228,11 +228,12 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	defer timerSvc.Close() // before execs.Shutdown and st.Close
 
 	srv, err = mcpserver.New(mcpserver.Options{
-		Version:        version,
-		Logger:         log,
-		Store:          st,
-		Outputs:        outs,
-		Tools:          toolkit.Catalogue(toolkit.Services{Workspace: ws, Outputs: outs, Executions: execs, PaperRunner: local}),
+		Version: version,
+		Logger:  log,
+		Store:   st,
+		Outputs: outs,
+		Tools: toolkit.Catalogue(toolkit.Services{Workspace: ws, Outputs: outs, Executions: execs, PaperRunner: local,
+			Plans: planStore, Timers: timerSvc, Provenance: prov, Artifacts: arts}),
 		Groups:         append(groupsOf(splitList(cfg.Groups)), autoGroups(log)...),
 		ToolPolicy:     splitList(cfg.ToolPolicy),
 		Sources:        srcs,

@@ -172,3 +172,45 @@ func TestEnvExampleListsEverySetting(t *testing.T) {
 		}
 	}
 }
+
+// TestBinaryServesTheWholeCatalogue guards the wiring in serve: the built
+// binary lists every tool the catalogue defines (each has a golden snapshot
+// in toolkit/testdata/toolsnaps). paper_extract_pdf needs poppler, which CI
+// installs.
+func TestBinaryServesTheWholeCatalogue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	snaps, _ := filepath.Glob("../../toolkit/testdata/toolsnaps/*.snap.json")
+	if len(snaps) == 0 {
+		t.Fatal("no tool snapshots found")
+	}
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "serve", "--workspace", t.TempDir(), "--data", t.TempDir(), "--log-level", "error")
+	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" + `{"jsonrpc":"2.0","id":2,"method":"tools/list"}` + "\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		var msg struct {
+			ID     int `json:"id"`
+			Result struct {
+				Tools []struct{ Name string } `json:"tools"`
+			} `json:"result"`
+		}
+		if json.Unmarshal([]byte(line), &msg) == nil && msg.ID == 2 {
+			for _, tl := range msg.Result.Tools {
+				listed[tl.Name] = true
+			}
+		}
+	}
+	for _, s := range snaps {
+		name := strings.TrimSuffix(filepath.Base(s), ".snap.json")
+		if !listed[name] {
+			t.Errorf("scimcp serve does not list %s", name)
+		}
+	}
+}

@@ -36,6 +36,12 @@ type ack struct {
 	lines  int
 }
 
+type artAck struct {
+	id      string
+	version int
+	content string
+}
+
 func stdioClient(t *testing.T, bin, ws, data string) (*client.Client, *exec.Cmd) {
 	t.Helper()
 	var cmd *exec.Cmd
@@ -95,6 +101,8 @@ func TestReliabilityCrashSafety(t *testing.T) {
 	ws, data := t.TempDir(), t.TempDir()
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	var acked []ack
+	var arts []artAck
+	var timerIDs []string
 	var running []string
 	checked, kills := 0, 0
 	for round := 0; round < rounds; round++ {
@@ -126,6 +134,29 @@ func TestReliabilityCrashSafety(t *testing.T) {
 				t.Fatalf("execution %s was running at the kill; now %s", id, st)
 			}
 		}
+		for _, a := range arts {
+			r, err := toolCall(c, "read_artifact", map[string]any{"artifact_id": a.id, "version": a.version})
+			if err != nil || r.IsError {
+				t.Fatalf("round %d: acknowledged artifact %s v%d unreadable: %v %s", round, a.id, a.version, err, resultText(r))
+			}
+			if got := fmt.Sprint(r.StructuredContent.(map[string]any)["content"]); got != a.content {
+				t.Fatalf("round %d: artifact %s v%d holds %q, acknowledged %q", round, a.id, a.version, got, a.content)
+			}
+			checked++
+		}
+		if len(timerIDs) > 0 {
+			r, err := toolCall(c, "timer_list", nil)
+			if err != nil || r.IsError {
+				t.Fatalf("timer_list after restart: %v", err)
+			}
+			listed := fmt.Sprint(r.StructuredContent)
+			for _, id := range timerIDs {
+				if !strings.Contains(listed, id) {
+					t.Fatalf("round %d: acknowledged timer %s is gone after the restart", round, id)
+				}
+				checked++
+			}
+		}
 		running = nil
 		// Drive writes until the kill.
 		var mu sync.Mutex
@@ -141,7 +172,7 @@ func TestReliabilityCrashSafety(t *testing.T) {
 						return
 					default:
 					}
-					n := 1500 + rng.Intn(3000)
+					n := 1500 + rand.Intn(3000) // the package-level source is safe for concurrent use
 					r, err := toolCall(c, "run_shell", map[string]any{"command": fmt.Sprintf("seq 1 %d; echo g%d-%d > f%d.txt", n, g, i, g)})
 					if err != nil || r == nil || r.IsError {
 						return // the server died under us
@@ -150,6 +181,23 @@ func TestReliabilityCrashSafety(t *testing.T) {
 						if m, ok := r.Meta.AdditionalFields["scimcp/output"].(map[string]any); ok {
 							mu.Lock()
 							acked = append(acked, ack{ref: fmt.Sprint(m["ref"]), sha256: fmt.Sprint(m["sha256"]), lines: int(m["lines"].(float64))})
+							mu.Unlock()
+						}
+					}
+					if i%2 == 0 {
+						r, err := toolCall(c, "declare_artifact", map[string]any{"path": fmt.Sprintf("f%d.txt", g), "name": fmt.Sprintf("crash/g%d", g)})
+						if err == nil && r != nil && !r.IsError {
+							e := r.StructuredContent.(map[string]any)["entries"].([]any)[0].(map[string]any)
+							if e["ok"] == true {
+								mu.Lock()
+								arts = append(arts, artAck{id: fmt.Sprint(e["artifact_id"]), version: int(e["version"].(float64)), content: fmt.Sprintf("g%d-%d\n", g, i)})
+								mu.Unlock()
+							}
+						}
+						r, err = toolCall(c, "timer_create", map[string]any{"after_ms": 3_600_000, "message": fmt.Sprintf("crash check g%d-%d", g, i)})
+						if err == nil && r != nil && !r.IsError {
+							mu.Lock()
+							timerIDs = append(timerIDs, fmt.Sprint(r.StructuredContent.(map[string]any)["timer_id"]))
 							mu.Unlock()
 						}
 					}
@@ -172,7 +220,7 @@ func TestReliabilityCrashSafety(t *testing.T) {
 		c.Close()
 		cmd.Wait()
 	}
-	t.Logf("crash safety: %d SIGKILLs survived, %d acknowledged stored outputs verified (%d distinct)", kills, checked, len(acked))
+	t.Logf("crash safety: %d SIGKILLs survived; %d checks of acknowledged writes passed (%d stored outputs, %d artifact versions, %d timers)", kills, checked, len(acked), len(arts), len(timerIDs))
 	if len(acked) == 0 {
 		t.Fatal("no write was acknowledged; the harness tested nothing")
 	}
