@@ -28,7 +28,7 @@ test-go:
 # (FUZZTIME=5m make test-fuzz for a long run).
 FUZZTIME ?= 10s
 FUZZ_TARGETS := ./workspace:FuzzClean ./workspace:FuzzReadPage ./workspace:FuzzReadFileOutside \
-	./workspace/outputs:FuzzBound ./toolkit:FuzzArguments
+	./workspace/outputs:FuzzPreview ./toolkit:FuzzArguments
 test-fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -40,3 +40,28 @@ func FuzzBound(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPreview: the head and tail of a preview are a prefix and a suffix of
+// the text, within their byte and line bounds, cut at character boundaries.
+func FuzzPreview(f *testing.F) {
+	f.Add("a\nb\nc\n", 4, 2)
+	f.Add(strings.Repeat("€", 5000), 4096, 40)
+	f.Add(strings.Repeat("line\n\n", 300), 100, 7)
+	f.Add("x\xffy\n\n\n", 3, 1)
+	f.Fuzz(func(t *testing.T, s string, maxBytes, maxLines int) {
+		if maxBytes < 4 || maxBytes > 1<<16 || maxLines < 1 || maxLines > 1000 {
+			return
+		}
+		head, hl := headOf(s, maxBytes, maxLines)
+		tail, tl := tailOf(s, maxBytes, maxLines)
+		if !strings.HasPrefix(s, head) || !strings.HasSuffix(s, tail) {
+			t.Fatal("head is not a prefix or tail not a suffix")
+		}
+		if len(head) > maxBytes || len(tail) > maxBytes || hl > maxLines || tl > maxLines {
+			t.Fatalf("bounds: head %d bytes %d lines, tail %d bytes %d lines (max %d, %d)", len(head), hl, len(tail), tl, maxBytes, maxLines)
+		}
+		if utf8.ValidString(s) && (!utf8.ValidString(head) || !utf8.ValidString(tail)) {
+			t.Fatal("a cut split a character")
+		}
+	})
+}
