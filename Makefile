@@ -30,11 +30,7 @@ FUZZTIME ?= 10s
 FUZZ_TARGETS := ./workspace:FuzzClean ./workspace:FuzzReadPage ./workspace:FuzzReadFileOutside \
 	./workspace/outputs:FuzzPreview ./toolkit:FuzzArguments
 test-fuzz:
-	@for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; fn=$${t##*:}; \
-		echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
-		$(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) >/tmp/scimcp-fuzz.log 2>&1 || { cat /tmp/scimcp-fuzz.log; exit 1; }; \
-	done
+	@bash .ci/fuzz.sh "$(FUZZTIME)" $(FUZZ_TARGETS)
 
 test-e2e: build
 	SCIMCP_BIN=$(CURDIR)/$(BIN) bash e2e/run.sh
