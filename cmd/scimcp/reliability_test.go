@@ -212,6 +212,20 @@ func TestReliabilityCrashSafety(t *testing.T) {
 				}
 			}(g)
 		}
+		// Kill at a random moment once this round has had a write
+		// acknowledged (a loaded machine may need a while for the first).
+		mu.Lock()
+		before := len(acked) + len(arts)
+		mu.Unlock()
+		for waited := 0; waited < 400; waited++ {
+			mu.Lock()
+			n := len(acked) + len(arts)
+			mu.Unlock()
+			if n > before {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 		time.Sleep(time.Duration(100+rng.Intn(900)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		kills++
