@@ -16,6 +16,7 @@ import (
 	"github.com/sciencediscovery/scimcp/mcpserver/sources"
 	"github.com/sciencediscovery/scimcp/runner"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
+	"github.com/sciencediscovery/scimcp/workspace/plans"
 )
 
 // config is everything `scimcp serve` can be told. Each field has a flag, an
@@ -36,6 +37,7 @@ type config struct {
 	ToolPolicy string
 	Sources    string
 	Deferred   string
+	PlanWindow time.Duration
 
 	// Executions.
 	Sandbox     string
@@ -79,6 +81,7 @@ func (c *config) settings() []setting {
 		{"groups", "SCIMCP_GROUPS", "comma-separated optional tool groups to turn on (base tools are always on)", &c.Groups},
 		{"tool-policy", "SCIMCP_TOOL_POLICY", "comma-separated whitelist of tool names every session is limited to (empty: no limit)", &c.ToolPolicy},
 		{"deferred-groups", "SCIMCP_DEFERRED_GROUPS", "comma-separated optional groups whose tools stay deferred behind tool_search, like upstream tools", &c.Deferred},
+		{"plan-window", "SCIMCP_PLAN_WINDOW", "update_plan calls of a session arriving within this window of each other form one batch, of which only the last commits", &c.PlanWindow},
 		{"sources", "SCIMCP_SOURCES", "JSON file of upstream MCP servers ({\"mcpServers\": {...}}, as Claude Desktop and .mcp.json keep them); the --config file may hold the same block", &c.Sources},
 		{"sandbox", "SCIMCP_SANDBOX", "bwrap (default) or none; none runs commands UNSANDBOXED, for development only", &c.Sandbox},
 		{"network", "SCIMCP_NETWORK", "let sandboxed commands reach the network", &c.Network},
@@ -100,7 +103,7 @@ func (c *config) settings() []setting {
 func defaultConfig() config {
 	l := outputs.DefaultLimits()
 	return config{
-		LogLevel: "info", SessionTTL: 30 * time.Minute,
+		LogLevel: "info", SessionTTL: 30 * time.Minute, PlanWindow: plans.DefaultWindow,
 		Sandbox: runner.SandboxBwrap, ExecTimeout: runner.DefaultWall, ExecMemory: runner.DefaultMemoryBytes,
 		ExecProcs: runner.DefaultProcs, ExecLog: runner.DefaultOutputBytes,
 		OutStoreBytes: l.StoreAbove, OutPreviewBytes: l.PreviewBytes, OutPreviewLines: l.PreviewLines,

@@ -211,6 +211,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("artifacts: %w", err)
 	}
 	planStore, err := plans.New(st, plans.Config{
+		Window:   cfg.PlanWindow,
 		OnChange: func(session string) { srv.NotifyResourceUpdated(session, plans.URI(session)) },
 	})
 	if err != nil {
