@@ -62,22 +62,22 @@ type DeclareArtifactIn struct {
 
 // DeclaredEntry is the outcome of one path.
 type DeclaredEntry struct {
-	Path        string     `json:"path"`
-	OK          bool       `json:"ok"`
-	Error       string     `json:"error,omitempty" jsonschema:"why this entry failed"`
-	Code        string     `json:"code,omitempty"`
-	ArtifactID  string     `json:"artifact_id,omitempty"`
-	Name        string     `json:"name,omitempty"`
-	Version     int        `json:"version,omitempty"`
-	NewArtifact bool       `json:"new_artifact,omitempty"`
-	Unchanged   bool       `json:"unchanged,omitempty" jsonschema:"the content equals the latest version: no new version was made"`
-	URI         string     `json:"uri,omitempty" jsonschema:"the MCP resource of this version"`
-	Hash        string     `json:"hash,omitempty"`
-	Size        int64      `json:"size,omitempty"`
-	MediaType   string     `json:"media_type,omitempty"`
-	Preview     string     `json:"preview,omitempty" jsonschema:"text, markdown, table, json, image, pdf, html or binary"`
-	Origin      OriginView `json:"origin"`
-	Pending     string     `json:"pending,omitempty"`
+	Path        string      `json:"path"`
+	OK          bool        `json:"ok"`
+	Error       string      `json:"error,omitempty" jsonschema:"why this entry failed"`
+	Code        string      `json:"code,omitempty"`
+	ArtifactID  string      `json:"artifact_id,omitempty"`
+	Name        string      `json:"name,omitempty"`
+	Version     int         `json:"version,omitempty"`
+	NewArtifact bool        `json:"new_artifact,omitempty"`
+	Unchanged   bool        `json:"unchanged,omitempty" jsonschema:"the content equals the latest version: no new version was made"`
+	URI         string      `json:"uri,omitempty" jsonschema:"the MCP resource of this version"`
+	Hash        string      `json:"hash,omitempty"`
+	Size        int64       `json:"size,omitempty"`
+	MediaType   string      `json:"media_type,omitempty"`
+	Preview     string      `json:"preview,omitempty" jsonschema:"text, markdown, table, json, image, pdf, html or binary"`
+	Origin      *OriginView `json:"origin,omitempty" jsonschema:"where the declared version came from (absent for a failed entry)"`
+	Pending     string      `json:"pending,omitempty"`
 }
 
 // DeclareArtifactOut is declare_artifact's structured result.
@@ -125,7 +125,8 @@ func declareArtifact(arts *artifacts.Store) Tool {
 				v := e.Version
 				d.ArtifactID, d.Version, d.NewArtifact, d.Unchanged = e.Artifact.ID, v.Version, e.NewArtifact, e.Unchanged
 				d.URI, d.Hash, d.Size, d.MediaType, d.Preview = artifacts.URI(e.Artifact.ID, v.Version), v.Hash, v.Size, v.MediaType, string(v.Preview)
-				d.Origin = originView(v)
+				o := originView(v)
+				d.Origin = &o
 			}
 			out.Entries = append(out.Entries, d)
 			fmt.Fprintf(&b, "%d. %s: ", i+1, e.Path)
@@ -135,9 +136,9 @@ func declareArtifact(arts *artifacts.Store) Tool {
 			case e.Unchanged:
 				fmt.Fprintf(&b, "unchanged — %q v%d (%s) already has this content; no new version", d.Name, d.Version, d.ArtifactID)
 			case e.NewArtifact:
-				fmt.Fprintf(&b, "new artifact %q v1 (%s), %s, %d bytes, %s; %s", d.Name, d.ArtifactID, d.Preview, d.Size, originText(d.Origin), d.URI)
+				fmt.Fprintf(&b, "new artifact %q v1 (%s), %s, %d bytes, %s; %s", d.Name, d.ArtifactID, d.Preview, d.Size, originText(*d.Origin), d.URI)
 			default:
-				fmt.Fprintf(&b, "%q v%d (%s), %s, %d bytes, %s; %s", d.Name, d.Version, d.ArtifactID, d.Preview, d.Size, originText(d.Origin), d.URI)
+				fmt.Fprintf(&b, "%q v%d (%s), %s, %d bytes, %s; %s", d.Name, d.Version, d.ArtifactID, d.Preview, d.Size, originText(*d.Origin), d.URI)
 			}
 			if e.Pending != "" {
 				b.WriteString(" (its writer is not recorded yet: " + e.Pending + ")")
