@@ -34,15 +34,19 @@ package provenance
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -58,6 +62,9 @@ const (
 	// DefaultKeepBytes: revisions up to this size keep their content in the
 	// CAS; larger ones keep the hash and size only (content_kept false).
 	DefaultKeepBytes = 64 << 20
+	// DefaultUnknownKeepBytes: content kept per scan for files with no
+	// recorded writer.
+	DefaultUnknownKeepBytes = 256 << 20
 	// DefaultMaxFiles bounds how many files a scan tracks, so a huge tree
 	// cannot exhaust memory; past it the scan says it was truncated and
 	// records no deletions.
@@ -174,6 +181,12 @@ type Config struct {
 	// KeepBytes caps the content kept per revision (0: DefaultKeepBytes;
 	// negative: keep no content).
 	KeepBytes int64
+	// UnknownKeepBytes caps the content one scan keeps, in all, for files
+	// with no recorded writer (the first scan of a workspace full of
+	// datasets would otherwise copy them all into the CAS). Past it those
+	// revisions keep the hash and size only, and say so. 0:
+	// DefaultUnknownKeepBytes; negative: no cap beyond KeepBytes.
+	UnknownKeepBytes int64
 	// MaxFiles bounds the files a scan tracks (0: DefaultMaxFiles).
 	MaxFiles int
 	// Exclude lists workspace folders (relative, slash-separated) that
@@ -529,6 +542,15 @@ func (x *Index) readAll(ctx context.Context, todo []*pending, rep *ScanReport) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	n := min(maxHashWorkers, max(len(todo), 1)) // I/O-bound: concurrent fsyncs share journal commits
+	var unknownLeft atomic.Int64
+	switch b := x.cfg.UnknownKeepBytes; {
+	case b == 0:
+		unknownLeft.Store(DefaultUnknownKeepBytes)
+	case b < 0:
+		unknownLeft.Store(math.MaxInt64)
+	default:
+		unknownLeft.Store(b)
+	}
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
@@ -541,7 +563,7 @@ func (x *Index) readAll(ctx context.Context, todo []*pending, rep *ScanReport) {
 					c.failed = err
 					continue
 				}
-				x.read(c)
+				x.read(c, &unknownLeft)
 				mu.Lock()
 				rep.Hashed++
 				rep.BytesHashed += c.size
@@ -560,7 +582,16 @@ func (x *Index) readAll(ctx context.Context, todo []*pending, rep *ScanReport) {
 // while it is read is re-read up to readAttempts times; its revision then
 // records the last content read and says it was unstable, and the index keeps
 // the stat from before that read so the next scan looks again.
-func (x *Index) read(c *pending) {
+func (x *Index) read(c *pending, unknownLeft *atomic.Int64) {
+	keep := x.keep
+	if c.who.Kind == KindUnknown && keep >= 0 {
+		// Reserve this file's size from the scan's budget for content of
+		// unknown origin, or keep its hash only.
+		if unknownLeft.Add(-c.st.size) < 0 {
+			unknownLeft.Add(c.st.size)
+			keep = 0
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		f, err := x.walk.openFile(c.path)
 		if err != nil {
@@ -573,7 +604,12 @@ func (x *Index) read(c *pending) {
 			c.gone = true
 			return
 		}
-		b, err := x.cas.PutMax(f, x.keep)
+		var b cas.Blob
+		if keep < 0 || (keep == 0 && x.keep >= 0) {
+			b, err = hashOnly(f) // no content kept (PutMax takes 0 as "no cap")
+		} else {
+			b, err = x.cas.PutMax(f, keep)
+		}
 		after, _ := fstat(f)
 		f.Close()
 		if err != nil {
@@ -582,9 +618,12 @@ func (x *Index) read(c *pending) {
 		}
 		c.st, c.hash, c.size, c.kept = before, b.Hash, b.Size, b.Stored
 		if !b.Stored {
-			if x.keep < 0 {
+			switch {
+			case x.keep < 0:
 				c.note = "content not kept: this server keeps hashes only"
-			} else {
+			case keep < x.keep:
+				c.note = "content not kept: this scan already kept the most content it keeps for files with no recorded writer; only the hash and size are recorded"
+			default:
 				c.note = fmt.Sprintf("content not kept: %d bytes is above the %d-byte cap for revision content; only the hash and size are recorded", b.Size, x.keep)
 			}
 		}
@@ -599,6 +638,24 @@ func (x *Index) read(c *pending) {
 			return
 		}
 	}
+}
+
+// unlimited is a content budget without a cap, for writes with a recorded
+// writer.
+func unlimited() *atomic.Int64 {
+	var b atomic.Int64
+	b.Store(math.MaxInt64)
+	return &b
+}
+
+// hashOnly hashes and measures a file without keeping its content.
+func hashOnly(f *os.File) (cas.Blob, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return cas.Blob{}, err
+	}
+	return cas.Blob{Hash: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
 }
 
 func fstat(f *os.File) (stat, bool) {

@@ -553,3 +553,45 @@ func TestCancelledScanRecordsNothingHalfDone(t *testing.T) {
 		t.Fatalf("next scan: %+v", rep)
 	}
 }
+
+// TestUnknownContentBudget: one scan keeps at most UnknownKeepBytes of
+// content for files with no recorded writer; the rest keep hash and size
+// only, and say so. Negative KeepBytes keeps no content at all.
+func TestUnknownContentBudget(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.UnknownKeepBytes = 150 })
+	for i := 0; i < 4; i++ {
+		e.write(t, fmt.Sprintf("d%d.txt", i), strings.Repeat(fmt.Sprint(i), 60))
+	}
+	if _, err := e.x.Scan(context.Background(), Writer{Kind: KindUnknown, Note: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	kept, notKept := 0, 0
+	for i := 0; i < 4; i++ {
+		fp, err := e.x.File(context.Background(), fmt.Sprintf("d%d.txt", i), 1, "")
+		if err != nil || len(fp.History) != 1 {
+			t.Fatalf("d%d: %v %+v", i, err, fp)
+		}
+		r := fp.History[0]
+		if r.ContentKept {
+			kept++
+		} else {
+			notKept++
+			if !strings.Contains(r.ContentNote, "no recorded writer") || r.Hash == "" || r.Size != 60 {
+				t.Fatalf("a revision past the budget must say so and keep hash and size: %+v", r)
+			}
+		}
+	}
+	if kept != 2 || notKept != 2 {
+		t.Fatalf("150-byte budget over four 60-byte files: %d kept, %d not", kept, notKept)
+	}
+
+	h := newEnv(t, func(c *Config) { c.KeepBytes = -1 })
+	h.write(t, "a.txt", "hello")
+	if _, err := h.x.Scan(context.Background(), Writer{Kind: KindUnknown, Note: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	fp, _ := h.x.File(context.Background(), "a.txt", 1, "")
+	if fp.History[0].ContentKept {
+		t.Fatal("KeepBytes < 0 must keep no content")
+	}
+}

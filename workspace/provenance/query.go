@@ -86,7 +86,7 @@ func (x *Index) Observe(ctx context.Context, p, seenBy string) (Observation, err
 		} else {
 			c.who = who
 			if !c.deleted {
-				x.read(c)
+				x.read(c, unlimited())
 				if c.failed != nil {
 					return obs, fmt.Errorf("provenance: read %s: %w", rel, c.failed)
 				}
@@ -187,7 +187,7 @@ func (x *Index) RecordWrite(ctx context.Context, p string, w Writer) (Revision, 
 		c.prev = e
 	}
 	if exists {
-		x.read(c)
+		x.read(c, unlimited())
 		if c.failed != nil {
 			return Revision{}, fmt.Errorf("provenance: read %s: %w", rel, c.failed)
 		}
