@@ -37,6 +37,18 @@ func callB(b *testing.B, c *client.Client, name string, args any) *mcp.CallToolR
 	return res
 }
 
+// timeCalls calls a tool b.N times and reports p50 and p99.
+func timeCalls(b *testing.B, c *client.Client, name string, args any) {
+	d := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		callB(b, c, name, args)
+		d = append(d, time.Since(start))
+	}
+	reportPercentiles(b, d)
+}
+
 // reportPercentiles adds p50 and p99 of the per-call durations.
 func reportPercentiles(b *testing.B, d []time.Duration) {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
@@ -50,14 +62,7 @@ func reportPercentiles(b *testing.B, d []time.Duration) {
 func benchToolSearch(b *testing.B, n int) {
 	_, c := benchEnv(b, n)
 	args := map[string]any{"query": "pubchem compound formula", "limit": 5}
-	d := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		callB(b, c, "tool_search", args)
-		d = append(d, time.Since(start))
-	}
-	reportPercentiles(b, d)
+	timeCalls(b, c, "tool_search", args)
 }
 
 // BenchmarkToolSearch1000 and 10000: a whole tools/call of tool_search
@@ -69,14 +74,7 @@ func BenchmarkToolSearch10000(b *testing.B) { benchToolSearch(b, 10000) }
 func BenchmarkProxiedCall(b *testing.B) {
 	_, c := benchEnv(b, 0)
 	args := map[string]any{"text": "hi"}
-	d := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		callB(b, c, "mcp__up__echo", args)
-		d = append(d, time.Since(start))
-	}
-	reportPercentiles(b, d)
+	timeCalls(b, c, "mcp__up__echo", args)
 }
 
 // BenchmarkDirectUpstreamCall: the same echo, straight to the upstream over
@@ -93,12 +91,5 @@ func BenchmarkDirectUpstreamCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	args := map[string]any{"text": "hi"}
-	d := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		callB(b, c, "echo", args)
-		d = append(d, time.Since(start))
-	}
-	reportPercentiles(b, d)
+	timeCalls(b, c, "echo", args)
 }

@@ -318,9 +318,7 @@ func readArtifact(arts *artifacts.Store) Tool {
 		Idempotent:  true,
 		Input: func(s *jsonschema.Schema) {
 			s.Properties["version"].Minimum = ptr(1.0)
-			s.Properties["offset"].Minimum = ptr(0.0)
-			s.Properties["limit"].Minimum = ptr(1.0)
-			s.Properties["limit"].Maximum = ptr(float64(workspace.MaxPageLines))
+			pageBounds(s)
 		},
 	}, func(ctx context.Context, in ReadArtifactIn) (Result[ReadArtifactOut], error) {
 		r, err := arts.Read(in.ArtifactID, in.Name, in.Version, in.Offset, in.Limit)

@@ -145,9 +145,7 @@ func readFile(ws *workspace.Workspace) Tool {
 		Idempotent:  true,
 		Input: func(s *jsonschema.Schema) {
 			s.Properties["path"].MinLength = ptr(1)
-			s.Properties["offset"].Minimum = ptr(0.0)
-			s.Properties["limit"].Minimum = ptr(1.0)
-			s.Properties["limit"].Maximum = ptr(float64(workspace.MaxPageLines))
+			pageBounds(s)
 		},
 	}, func(ctx context.Context, in ReadFileIn) (Result[ReadFileOut], error) {
 		r, err := ws.ReadFile(in.Path, in.Offset, in.Limit)
@@ -181,6 +179,15 @@ func readFile(ws *workspace.Workspace) Tool {
 		b.WriteString(pageFooter(r.Path, out))
 		return Result[ReadFileOut]{Text: b.String(), Data: out}, nil
 	})
+}
+
+// pageBounds sets the bounds every paged tool shares (read_file,
+// read_artifact, get_file_provenance): offset ≥ 0, limit 1 to
+// workspace.MaxPageLines.
+func pageBounds(s *jsonschema.Schema) {
+	s.Properties["offset"].Minimum = ptr(0.0)
+	s.Properties["limit"].Minimum = ptr(1.0)
+	s.Properties["limit"].Maximum = ptr(float64(workspace.MaxPageLines))
 }
 
 // pageFooter tells the model where the page sits in the file and how to go on.

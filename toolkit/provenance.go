@@ -183,9 +183,7 @@ func GetFileProvenance(prov *provenance.Index, arts *artifacts.Store) Tool {
 			s.Properties["history_limit"].Minimum = ptr(1.0)
 			s.Properties["history_limit"].Maximum = ptr(float64(provenance.MaxHistory))
 			s.Properties["format"].Enum = []any{FormatPROVJSON}
-			s.Properties["offset"].Minimum = ptr(0.0)
-			s.Properties["limit"].Minimum = ptr(1.0)
-			s.Properties["limit"].Maximum = ptr(float64(workspace.MaxPageLines))
+			pageBounds(s)
 		},
 	}, func(ctx context.Context, in GetFileProvenanceIn) (Result[FileProvenanceOut], error) {
 		modes := 0
