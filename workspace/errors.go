@@ -32,6 +32,7 @@ const (
 	CodeOffsetPastEnd    = "offset_past_end"
 	CodeInvalidRange     = "invalid_range"
 	CodePermission       = "permission_denied"
+	CodeExists           = "exists"
 )
 
 func errorf(code string, cause error, format string, args ...any) *Error {

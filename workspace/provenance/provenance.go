@@ -143,7 +143,15 @@ type Source struct {
 	ArtifactID      string `json:"artifact_id,omitempty"`
 	ArtifactVersion int    `json:"artifact_version,omitempty"`
 	URI             string `json:"uri,omitempty"`
-	InvocationID    string `json:"invocation_id,omitempty"`
+	// Downloads of an MCP source's result: the invocation, the candidate
+	// of its result, and the artifact_download job.
+	InvocationID  string `json:"invocation_id,omitempty"`
+	MCPSource     string `json:"mcp_source,omitempty"`
+	MCPTool       string `json:"mcp_tool,omitempty"`
+	CandidateID   string `json:"candidate_id,omitempty"`
+	DownloadJobID string `json:"download_job_id,omitempty"`
+	MediaType     string `json:"media_type,omitempty"`
+	Bytes         int64  `json:"bytes,omitempty"`
 }
 
 // Revision is one recorded state of a file.

@@ -159,8 +159,16 @@ func (x *Index) Note(p string, fi os.FileInfo, hash string, size int64, seenBy s
 // waiting for a scan to find an unknown change. A missing file records a
 // deletion by w.
 func (x *Index) RecordWrite(ctx context.Context, p string, w Writer) (Revision, error) {
+	return x.Write(ctx, p, w, nil)
+}
+
+// Write runs write (which creates or changes the file at p) and records its
+// result as written by w, with no scan in between: a scan cannot see the
+// new file first and record it with an unknown origin. When write fails
+// nothing is recorded and its error is returned.
+func (x *Index) Write(ctx context.Context, p string, w Writer, write func() error) (Revision, error) {
 	if w.Kind == "" || w.Kind == KindExecution {
-		return Revision{}, fmt.Errorf("provenance: RecordWrite needs a server writer (download, transfer, artifact, unknown), not %q", w.Kind)
+		return Revision{}, fmt.Errorf("provenance: a recorded write needs a server writer (download, transfer, artifact, unknown), not %q", w.Kind)
 	}
 	rel, err := x.cleanFile(p)
 	if err != nil {
@@ -168,6 +176,11 @@ func (x *Index) RecordWrite(ctx context.Context, p string, w Writer) (Revision, 
 	}
 	x.scanMu.Lock()
 	defer x.scanMu.Unlock()
+	if write != nil {
+		if err := write(); err != nil {
+			return Revision{}, err
+		}
+	}
 	st, exists, err := x.statFile(p, rel)
 	if err != nil {
 		return Revision{}, err

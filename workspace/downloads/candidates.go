@@ -1,0 +1,234 @@
+package downloads
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// MaxCandidates bounds the candidates one result offers; the rest are
+// counted, not listed.
+const MaxCandidates = 50
+
+// Kinds of candidate.
+const (
+	KindResourceLink = "resource_link"     // a resource_link content item
+	KindEmbedded     = "embedded_resource" // a resource content item with its text or blob
+	KindURL          = "url"               // an http(s) URL in the structured content
+)
+
+// Candidate is one thing an upstream result offered for download.
+type Candidate struct {
+	ID        string `json:"candidateId"`
+	Kind      string `json:"kind"`
+	URI       string `json:"uri"`
+	Name      string `json:"name,omitempty"`
+	Title     string `json:"title,omitempty"`
+	MediaType string `json:"mediaType,omitempty" jsonschema:"as the source declared it"`
+	Size      int64  `json:"size,omitempty" jsonschema:"in bytes, as declared (embedded: exact); 0 when unknown"`
+	// Where names the place in the result: content[2], or a JSON path in
+	// structuredContent.
+	Where string `json:"where"`
+
+	content int // index of the content item (resource kinds)
+}
+
+// Candidates lists what a raw tools/call result offers for download:
+// resource links, embedded resources, and http(s) URLs found as whole
+// string values in its structuredContent (or, for a result without one, in
+// a text item that is a JSON document). IDs are c1, c2, ... in that order,
+// so the same result always yields the same IDs. more counts candidates
+// past MaxCandidates.
+func Candidates(raw []byte) (list []Candidate, more int) {
+	var res struct {
+		Content    []json.RawMessage `json:"content"`
+		Structured json.RawMessage   `json:"structuredContent"`
+	}
+	if json.Unmarshal(raw, &res) != nil {
+		return nil, 0
+	}
+	add := func(c Candidate) {
+		if len(list) == MaxCandidates {
+			more++
+			return
+		}
+		c.ID = "c" + strconv.Itoa(len(list)+1)
+		list = append(list, c)
+	}
+	var jsonTexts []json.RawMessage
+	for i, item := range res.Content {
+		var it struct {
+			Type     string    `json:"type"`
+			URI      string    `json:"uri"`
+			Name     string    `json:"name"`
+			Title    string    `json:"title"`
+			MimeType string    `json:"mimeType"`
+			Size     *int64    `json:"size"`
+			Text     string    `json:"text"`
+			Resource *embedded `json:"resource"`
+		}
+		if json.Unmarshal(item, &it) != nil {
+			continue
+		}
+		where := fmt.Sprintf("content[%d]", i)
+		switch it.Type {
+		case "resource_link":
+			if it.URI == "" {
+				continue
+			}
+			c := Candidate{Kind: KindResourceLink, URI: it.URI, Name: it.Name, Title: it.Title, MediaType: it.MimeType, Where: where, content: i}
+			if it.Size != nil && *it.Size > 0 {
+				c.Size = *it.Size
+			}
+			add(c)
+		case "resource":
+			if it.Resource == nil || it.Resource.URI == "" {
+				continue
+			}
+			data, err := it.Resource.data()
+			if err != nil {
+				continue
+			}
+			add(Candidate{Kind: KindEmbedded, URI: it.Resource.URI, Name: nameOf(it.Resource.URI), MediaType: it.Resource.MimeType, Size: int64(len(data)), Where: where, content: i})
+		case "text":
+			if t := bytes.TrimSpace([]byte(it.Text)); len(t) > 0 && (t[0] == '{' || t[0] == '[') && json.Valid(t) {
+				jsonTexts = append(jsonTexts, t)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	walkURLs := func(doc json.RawMessage, root string) {
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(doc))
+		dec.UseNumber()
+		if dec.Decode(&v) != nil {
+			return
+		}
+		walk(v, root, func(where, s string) {
+			if seen[s] {
+				return
+			}
+			seen[s] = true
+			add(Candidate{Kind: KindURL, URI: s, Name: nameOf(s), Where: where})
+		})
+	}
+	if len(bytes.TrimSpace(res.Structured)) > 0 && string(bytes.TrimSpace(res.Structured)) != "null" {
+		walkURLs(res.Structured, "structuredContent")
+	} else {
+		for i, t := range jsonTexts {
+			walkURLs(t, fmt.Sprintf("text[%d]", i))
+		}
+	}
+	return list, more
+}
+
+// walk calls fn for every string value of v that is a whole http(s) URL, in
+// a stable order (object keys sorted).
+func walk(v any, where string, fn func(where, s string)) {
+	switch x := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			walk(x[k], where+"."+k, fn)
+		}
+	case []any:
+		for i, e := range x {
+			walk(e, fmt.Sprintf("%s[%d]", where, i), fn)
+		}
+	case string:
+		s := strings.TrimSpace(x)
+		if len(s) > 2048 || strings.ContainsAny(s, " \t\n") {
+			return
+		}
+		if u, err := url.Parse(s); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+			fn(where, s)
+		}
+	}
+}
+
+type embedded struct {
+	URI      string  `json:"uri"`
+	MimeType string  `json:"mimeType"`
+	Text     *string `json:"text"`
+	Blob     *string `json:"blob"`
+}
+
+func (e *embedded) data() ([]byte, error) {
+	switch {
+	case e.Blob != nil:
+		return base64.StdEncoding.DecodeString(*e.Blob)
+	case e.Text != nil:
+		return []byte(*e.Text), nil
+	}
+	return nil, fmt.Errorf("the embedded resource %s has neither text nor blob", e.URI)
+}
+
+// embeddedData returns the bytes of an embedded candidate from its result.
+func embeddedData(raw []byte, c Candidate) ([]byte, string, error) {
+	var res struct {
+		Content []struct {
+			Resource *embedded `json:"resource"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, "", err
+	}
+	if c.content >= len(res.Content) || res.Content[c.content].Resource == nil {
+		return nil, "", fmt.Errorf("the result no longer holds %s", c.Where)
+	}
+	r := res.Content[c.content].Resource
+	data, err := r.data()
+	return data, r.MimeType, err
+}
+
+// ResourceData reads the bytes of uri from a raw resources/read result.
+func ResourceData(raw []byte, uri string) ([]byte, string, error) {
+	var res struct {
+		Contents []embedded `json:"contents"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, "", fmt.Errorf("the source's resources/read answer is not readable: %v", err)
+	}
+	if len(res.Contents) == 0 {
+		return nil, "", fmt.Errorf("the source returned no content for %s", uri)
+	}
+	pick := res.Contents[0]
+	for _, c := range res.Contents {
+		if c.URI == uri {
+			pick = c
+			break
+		}
+	}
+	data, err := pick.data()
+	return data, pick.MimeType, err
+}
+
+// nameOf returns the last path segment of a URI.
+func nameOf(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return ""
+	}
+	p := u.Path
+	if p == "" {
+		p = u.Opaque
+	}
+	b := path.Base(p)
+	if b == "." || b == "/" {
+		return ""
+	}
+	if s, err := url.PathUnescape(b); err == nil {
+		b = s
+	}
+	return b
+}
