@@ -19,6 +19,7 @@ import (
 
 	"github.com/sciencediscovery/scimcp/mcpserver/sources"
 	"github.com/sciencediscovery/scimcp/toolkit"
+	"github.com/sciencediscovery/scimcp/workspace/downloads"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
 	"github.com/sciencediscovery/scimcp/workspace/store"
 )
@@ -67,6 +68,12 @@ type Options struct {
 	// client does not come back to the same session), HTTP DELETE, idle TTL;
 	// not when an HTTP server shuts down, after which clients may resume.
 	OnSessionEnd func(sessionID string)
+	// Downloads, when set with Sources and Store, serves artifact_download.
+	Downloads *downloads.Service
+	// DownloadPolicy decides downloads for clients that cannot ask their
+	// user (no form elicitation): DownloadRefuse (the default) or
+	// DownloadAllow.
+	DownloadPolicy string
 }
 
 // Server is one MCP server: one tool registry and session table shared by
@@ -116,6 +123,9 @@ type Session struct {
 	// Policy, when non-nil, is this session's tool whitelist (a subagent's
 	// toolPolicy), applied on top of Options.ToolPolicy.
 	Policy []string
+	// FormElicitation records that the client declared form elicitation
+	// at initialize (guarded by Server.mu).
+	FormElicitation bool
 }
 
 // New builds a server over opts.Tools.
@@ -199,6 +209,9 @@ func New(opts Options) (*Server, error) {
 		s.invocations = inv
 	}
 	if err := s.addSources(opts.Sources); err != nil {
+		return nil, err
+	}
+	if err := s.addDownloads(); err != nil {
 		return nil, err
 	}
 	deferred := map[toolkit.Group]bool{}
@@ -320,7 +333,9 @@ func (s *Server) callMiddleware(next server.ToolHandlerFunc) server.ToolHandlerF
 		}
 		ctx = toolkit.WithCaller(ctx, caller)
 		res, err := next(ctx, req)
-		if err != nil || res == nil {
+		if err != nil || res == nil || res.NeedsInput() {
+			// A result asking the client for input (SEP-2322) is not the
+			// call's outcome: the retry's result is bounded and noticed.
 			return res, err
 		}
 		if s.opts.Outputs != nil && !s.selfBounded[req.Params.Name] {
@@ -452,7 +467,15 @@ func (s *Server) onRegister(ctx context.Context, cs server.ClientSession) {
 
 func (s *Server) afterInitialize(ctx context.Context, _ any, req *mcp.InitializeRequest, res *mcp.InitializeResult) {
 	sess := s.sessionFromContext(ctx)
-	if sess == nil || s.opts.Store == nil {
+	if sess == nil {
+		return
+	}
+	if ec := req.Params.Capabilities.Elicitation; ec != nil && (ec.Form != nil || ec.URL == nil) {
+		s.mu.Lock()
+		sess.FormElicitation = true
+		s.mu.Unlock()
+	}
+	if s.opts.Store == nil {
 		return
 	}
 	rec, ok, err := s.opts.Store.GetSession(sess.ID)

@@ -4,6 +4,7 @@ import (
 	"github.com/sciencediscovery/scimcp/runner"
 	"github.com/sciencediscovery/scimcp/workspace"
 	"github.com/sciencediscovery/scimcp/workspace/artifacts"
+	"github.com/sciencediscovery/scimcp/workspace/downloads"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
 	"github.com/sciencediscovery/scimcp/workspace/plans"
 	"github.com/sciencediscovery/scimcp/workspace/provenance"
@@ -27,6 +28,9 @@ type Services struct {
 	Plans *plans.Store
 	// Timers backs timer_create, timer_list and timer_cancel; nil leaves them out.
 	Timers *timers.Service
+	// Downloads lets paper_extract_pdf take an artifact_download job; nil
+	// leaves it to workspace paths.
+	Downloads *downloads.Service
 }
 
 // Catalogue returns every tool scimcp can serve, in a stable order. Which of
@@ -53,7 +57,7 @@ func Catalogue(svc Services) []Tool {
 	}
 	tools = append(tools, Orchestration(svc.Plans, svc.Timers)...)
 	if svc.PaperRunner != nil {
-		tools = append(tools, paperExtract(svc.Workspace, svc.PaperRunner))
+		tools = append(tools, paperExtract(svc.Workspace, svc.PaperRunner, svc.Downloads))
 	}
 	return tools
 }

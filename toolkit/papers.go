@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/sciencediscovery/scimcp/runner"
 	"github.com/sciencediscovery/scimcp/workspace"
+	"github.com/sciencediscovery/scimcp/workspace/downloads"
 )
 
 // GroupPapers holds paper_extract_pdf; it is on where poppler is installed.
@@ -40,7 +44,7 @@ type PaperExtractOut struct {
 	Extractor string            `json:"extractor"`
 }
 
-func paperExtract(ws *workspace.Workspace, r runner.Runner) Tool {
+func paperExtract(ws *workspace.Workspace, r runner.Runner, dl *downloads.Service) Tool {
 	return Define(Spec{
 		Name:  "paper_extract_pdf",
 		Title: "Extract the text of a PDF",
@@ -54,10 +58,14 @@ func paperExtract(ws *workspace.Workspace, r runner.Runner) Tool {
 		if (in.Path == "") == (in.ArtifactJobID == "") {
 			return Result[PaperExtractOut]{}, Errorf("give exactly one of path (a PDF in the workspace) or artifactJobId (a completed artifact_download)")
 		}
+		p := in.Path
 		if in.ArtifactJobID != "" {
-			return Result[PaperExtractOut]{}, Errorf("artifact download jobs are not available on this server yet; pass the path of the PDF in the workspace instead")
+			var err error
+			if p, err = downloadedFile(ctx, ws, dl, in.ArtifactJobID); err != nil {
+				return Result[PaperExtractOut]{}, err
+			}
 		}
-		info, err := ws.ReadFile(in.Path, 0, 1)
+		info, err := ws.ReadFile(p, 0, 1)
 		if err != nil {
 			return Result[PaperExtractOut]{}, err
 		}
@@ -135,6 +143,44 @@ func paperExtract(ws *workspace.Workspace, r runner.Runner) Tool {
 		out.TextBytes, out.Truncated = len(text), txt.Truncated
 		return Result[PaperExtractOut]{Text: b.String(), Data: out}, nil
 	})
+}
+
+// downloadedFile returns the workspace path of a completed
+// artifact_download job, after checking that the file still holds what was
+// downloaded.
+func downloadedFile(ctx context.Context, ws *workspace.Workspace, dl *downloads.Service, id string) (string, error) {
+	if dl == nil {
+		return "", Errorf("this server has no artifact downloads (no MCP source is configured); pass the path of the PDF in the workspace instead")
+	}
+	job, ok, err := dl.Job(CallerFrom(ctx).Owner, id)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", Errorf("no artifact_download job %q in this session; use the artifactJobId an artifact_download result of this session returned, or pass a workspace path", id)
+	}
+	switch job.State {
+	case downloads.StateCompleted:
+	case downloads.StateDownloading:
+		return "", Errorf("artifact_download job %s has not finished; call paper_extract_pdf again in a later turn", id)
+	case downloads.StateDeclined:
+		return "", Errorf("artifact_download job %s was declined (%s); there is no file to extract", id, job.Error)
+	default:
+		return "", Errorf("artifact_download job %s ended %s (%s); there is no file to extract. Call artifact_download again to retry", id, job.State, job.Error)
+	}
+	f, err := ws.Root().Open(job.Path)
+	if err != nil {
+		return "", Errorf("the file job %s downloaded to %s is gone; its content is kept as artifact %q version %d (read_artifact), or download it again", id, job.Path, job.ArtifactName, job.ArtifactVersion)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	if hex.EncodeToString(h.Sum(nil)) != job.SHA256 {
+		return "", Errorf("%s has changed since job %s downloaded it; pass path %q to extract what it holds now, or download it again", job.Path, id, job.Path)
+	}
+	return job.Path, nil
 }
 
 // missing reports that the command was not found in the sandbox.

@@ -13,8 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sciencediscovery/scimcp/mcpserver"
 	"github.com/sciencediscovery/scimcp/mcpserver/sources"
 	"github.com/sciencediscovery/scimcp/runner"
+	"github.com/sciencediscovery/scimcp/workspace/fetch"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
 	"github.com/sciencediscovery/scimcp/workspace/plans"
 )
@@ -37,7 +39,13 @@ type config struct {
 	ToolPolicy string
 	Sources    string
 	Deferred   string
-	PlanWindow time.Duration
+
+	// Downloads (artifact_download; web_fetch later).
+	DownloadPolicy   string
+	FetchAllowHosts  string
+	DownloadMaxBytes int64
+	FetchTimeout     time.Duration
+	PlanWindow       time.Duration
 
 	// Executions.
 	Sandbox     string
@@ -83,6 +91,10 @@ func (c *config) settings() []setting {
 		{"deferred-groups", "SCIMCP_DEFERRED_GROUPS", "comma-separated optional groups whose tools stay deferred behind tool_search, like upstream tools", &c.Deferred},
 		{"plan-window", "SCIMCP_PLAN_WINDOW", "update_plan calls of a session arriving within this window of each other form one batch, of which only the last commits", &c.PlanWindow},
 		{"sources", "SCIMCP_SOURCES", "JSON file of upstream MCP servers ({\"mcpServers\": {...}}, as Claude Desktop and .mcp.json keep them); the --config file may hold the same block", &c.Sources},
+		{"download-policy", "SCIMCP_DOWNLOAD_POLICY", "artifact_download for clients that cannot ask their user (no form elicitation): refuse or allow", &c.DownloadPolicy},
+		{"fetch-allow-hosts", "SCIMCP_FETCH_ALLOW_HOSTS", "comma-separated host or host:port entries downloads may reach although they are loopback or private (a lab server)", &c.FetchAllowHosts},
+		{"download-max-bytes", "SCIMCP_DOWNLOAD_MAX_BYTES", "size cap of one download", &c.DownloadMaxBytes},
+		{"fetch-timeout", "SCIMCP_FETCH_TIMEOUT", "time cap of one http(s) download", &c.FetchTimeout},
 		{"sandbox", "SCIMCP_SANDBOX", "bwrap (default) or none; none runs commands UNSANDBOXED, for development only", &c.Sandbox},
 		{"network", "SCIMCP_NETWORK", "let sandboxed commands reach the network", &c.Network},
 		{"exec-timeout", "SCIMCP_EXEC_TIMEOUT", "wall-time limit of one execution", &c.ExecTimeout},
@@ -104,6 +116,7 @@ func defaultConfig() config {
 	l := outputs.DefaultLimits()
 	return config{
 		LogLevel: "info", SessionTTL: 30 * time.Minute, PlanWindow: plans.DefaultWindow,
+		DownloadPolicy: mcpserver.DownloadRefuse, DownloadMaxBytes: fetch.DefaultMaxBytes, FetchTimeout: fetch.DefaultTimeout,
 		Sandbox: runner.SandboxBwrap, ExecTimeout: runner.DefaultWall, ExecMemory: runner.DefaultMemoryBytes,
 		ExecProcs: runner.DefaultProcs, ExecLog: runner.DefaultOutputBytes,
 		OutStoreBytes: l.StoreAbove, OutPreviewBytes: l.PreviewBytes, OutPreviewLines: l.PreviewLines,

@@ -30,6 +30,8 @@ import (
 	"github.com/sciencediscovery/scimcp/workspace"
 	"github.com/sciencediscovery/scimcp/workspace/artifacts"
 	"github.com/sciencediscovery/scimcp/workspace/cas"
+	"github.com/sciencediscovery/scimcp/workspace/downloads"
+	"github.com/sciencediscovery/scimcp/workspace/fetch"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
 	"github.com/sciencediscovery/scimcp/workspace/plans"
 	"github.com/sciencediscovery/scimcp/workspace/provenance"
@@ -228,16 +230,28 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	defer timerSvc.Close() // before execs.Shutdown and st.Close
 
+	var dl *downloads.Service
+	if len(srcs) > 0 {
+		dl, err = downloads.New(downloads.Config{Store: st, Workspace: ws, Provenance: prov, Artifacts: arts,
+			Fetch:   fetch.New(fetch.Policy{AllowHosts: splitList(cfg.FetchAllowHosts), MaxBytes: cfg.DownloadMaxBytes, Timeout: cfg.FetchTimeout}),
+			TempDir: filepath.Join(cfg.Data, "tmp", "downloads"), MaxBytes: cfg.DownloadMaxBytes})
+		if err != nil {
+			return err
+		}
+	}
+
 	srv, err = mcpserver.New(mcpserver.Options{
 		Version: version,
 		Logger:  log,
 		Store:   st,
 		Outputs: outs,
 		Tools: toolkit.Catalogue(toolkit.Services{Workspace: ws, Outputs: outs, Executions: execs, PaperRunner: local,
-			Plans: planStore, Timers: timerSvc, Provenance: prov, Artifacts: arts}),
+			Plans: planStore, Timers: timerSvc, Provenance: prov, Artifacts: arts, Downloads: dl}),
 		Groups:         append(groupsOf(splitList(cfg.Groups)), autoGroups(log)...),
 		ToolPolicy:     splitList(cfg.ToolPolicy),
 		Sources:        srcs,
+		Downloads:      dl,
+		DownloadPolicy: cfg.DownloadPolicy,
 		DeferredGroups: groupsOf(splitList(cfg.Deferred)),
 		OnSessionEnd: func(id string) {
 			timerSvc.SessionEnded(id)

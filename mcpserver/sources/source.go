@@ -382,6 +382,23 @@ var ErrUnavailable = errors.New("source unavailable")
 // as the request's _meta (progress token). Cancelling ctx sends
 // notifications/cancelled to the source.
 func (s *Source) Call(ctx context.Context, tool string, args json.RawMessage, meta map[string]any) (json.RawMessage, error) {
+	params := map[string]any{"name": tool, "arguments": args}
+	if len(meta) > 0 {
+		params["_meta"] = meta
+	}
+	return s.Request(ctx, "tools/call", params)
+}
+
+// ReadResource reads one resource of the source (resources/read) and
+// returns the raw result.
+func (s *Source) ReadResource(ctx context.Context, uri string) (json.RawMessage, error) {
+	return s.Request(ctx, "resources/read", map[string]any{"uri": uri})
+}
+
+// Request sends one request to the source while it is ready and returns the
+// raw result. Cancelling ctx sends notifications/cancelled to the source; a
+// transport failure has the source restarted.
+func (s *Source) Request(ctx context.Context, method string, params map[string]any) (json.RawMessage, error) {
 	s.mu.Lock()
 	tr, state, lastErr := s.tr, s.state, s.lastErr
 	s.mu.Unlock()
@@ -392,12 +409,8 @@ func (s *Source) Call(ctx context.Context, tool string, args json.RawMessage, me
 		}
 		return nil, fmt.Errorf("%w: MCP source %q is %s; it is restarted automatically, try again shortly", ErrUnavailable, s.cfg.Name, why)
 	}
-	params := map[string]any{"name": tool, "arguments": args}
-	if len(meta) > 0 {
-		params["_meta"] = meta
-	}
 	id := s.nextID.Add(1)
-	resp, err := tr.SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: "2.0", ID: mcp.NewRequestId(id), Method: "tools/call", Params: params})
+	resp, err := tr.SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: "2.0", ID: mcp.NewRequestId(id), Method: method, Params: params})
 	if err != nil {
 		if ctx.Err() != nil {
 			tr.SendNotification(context.Background(), mcp.JSONRPCNotification{JSONRPC: "2.0", Notification: mcp.Notification{
