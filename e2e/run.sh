@@ -8,6 +8,8 @@
 # Environment:
 #   SCIMCP_BIN        binary under test (default: <repo>/bin/scimcp, rebuilt
 #                     from ./cmd/scimcp first unless SCIMCP_NO_BUILD=1)
+#   PAPERS_SOURCE_BIN the example paper-library source (default: built from
+#                     ./examples/papers-source into <repo>/bin)
 #   CONFORMANCE_OUT   keep the conformance checks.json files in this folder
 #
 # Needs only the npm registry: `npm ci` brings the MCP SDK, the conformance
@@ -21,7 +23,7 @@ case "${1:-}" in
   "") ;;
   --tests-only) MODE=tests ;;
   --conformance-only) MODE=conformance ;;
-  -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
   *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
 esac
 
@@ -72,6 +74,14 @@ SCIMCP_BIN="$(cd "$E2E_DIR" && realpath "$SCIMCP_BIN")"
 export SCIMCP_BIN
 [[ -x "$SCIMCP_BIN" ]] || { echo "run.sh: no executable scimcp at $SCIMCP_BIN" >&2; exit 1; }
 log "binary $SCIMCP_BIN ($("$SCIMCP_BIN" version 2>&1 | head -n1))"
+# The example paper-library source (examples/papers-source), an upstream
+# for the artifact_download tests.
+if [[ -z "${PAPERS_SOURCE_BIN:-}" ]]; then
+  PAPERS_SOURCE_BIN="$REPO_DIR/bin/papers-source"
+  log "go build -o bin/papers-source ./examples/papers-source"
+  (cd "$REPO_DIR" && go build -o bin/papers-source ./examples/papers-source)
+fi
+export PAPERS_SOURCE_BIN
 
 TESTS_RC=0
 CONF_RC=0

@@ -209,6 +209,12 @@ func TestArtifactDownloadWithPermission(t *testing.T) {
 			t.Errorf("get_file_provenance lacks %q:\n%s", want, ft)
 		}
 	}
+	pj := text(call(t, c, "get_file_provenance", `{"path":"downloads/two-page.pdf","format":"prov-json"}`))
+	for _, want := range []string{`"scimcp:mcpInvocationId": "` + inv, `"scimcp:candidateId": "c1"`, `"MCP source up"`, `"prov:location": "papers://two-page"`} {
+		if !strings.Contains(pj, want) {
+			t.Errorf("PROV-JSON lacks %s:\n%s", want, pj)
+		}
+	}
 	// The artifact is listed, with the download as its origin.
 	la := call(t, c, "list_artifacts", `{}`)
 	if lt := text(la); !strings.Contains(lt, "downloads/\n  two-page.pdf") || !strings.Contains(lt, "from a download") {

@@ -64,6 +64,14 @@ type SourceView struct {
 	ArtifactID      string `json:"artifact_id,omitempty"`
 	ArtifactVersion int    `json:"artifact_version,omitempty"`
 	URI             string `json:"uri,omitempty"`
+	// Downloads from an MCP source (artifact_download).
+	InvocationID  string `json:"mcpInvocationId,omitempty" jsonschema:"the MCP source invocation whose result offered the file"`
+	MCPSource     string `json:"mcp_source,omitempty"`
+	MCPTool       string `json:"mcp_tool,omitempty"`
+	CandidateID   string `json:"candidateId,omitempty"`
+	DownloadJobID string `json:"artifactJobId,omitempty"`
+	MediaType     string `json:"media_type,omitempty"`
+	Bytes         int64  `json:"bytes,omitempty"`
 }
 
 // ExecutionContext is the execution that wrote a revision.
@@ -279,7 +287,9 @@ func writerView(w provenance.Writer) WriterView {
 	v := WriterView{Kind: string(w.Kind), ExecutionID: w.ExecutionID, Command: w.Command, ScriptPath: w.Script, Arguments: w.Args, Note: w.Note}
 	if s := w.Source; s != nil {
 		v.Source = &SourceView{Path: s.Path, RevisionID: s.RevisionID, Hash: s.Hash, WorkspaceID: s.WorkspaceID,
-			ArtifactID: s.ArtifactID, ArtifactVersion: s.ArtifactVersion, URI: s.URI}
+			ArtifactID: s.ArtifactID, ArtifactVersion: s.ArtifactVersion, URI: s.URI,
+			InvocationID: s.InvocationID, MCPSource: s.MCPSource, MCPTool: s.MCPTool, CandidateID: s.CandidateID,
+			DownloadJobID: s.DownloadJobID, MediaType: s.MediaType, Bytes: s.Bytes}
 	}
 	return v
 }
@@ -338,6 +348,9 @@ func writerText(w WriterView, e *ExecutionContext) string {
 			s += fmt.Sprintf(" from artifact %s v%d", src.ArtifactID, src.ArtifactVersion)
 		case src.URI != "":
 			s += " from " + src.URI
+			if src.Bytes > 0 {
+				s += fmt.Sprintf(" (%d bytes, sha256 %s)", src.Bytes, src.Hash)
+			}
 		case src.Path != "":
 			s += " from " + src.Path
 			if src.WorkspaceID != "" {

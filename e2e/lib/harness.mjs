@@ -87,7 +87,7 @@ export async function put(dir, rel, content) {
  * not a JSON-RPC message) lands in protocolErrors; the close hook asserts it
  * stays empty, so any test fails if stdout carries anything else.
  */
-export async function connectStdio(t, { workspace, data, args = [], logLevel = 'debug' }) {
+export async function connectStdio(t, { workspace, data, args = [], logLevel = 'debug', capabilities = {}, beforeConnect }) {
   const transport = new StdioClientTransport({
     command: BIN,
     args: ['serve', '--workspace', workspace, '--data', data, '--log-level', logLevel, ...args],
@@ -98,8 +98,9 @@ export async function connectStdio(t, { workspace, data, args = [], logLevel = '
     stderr += chunk.toString();
   });
   const protocolErrors = [];
-  const client = new Client(CLIENT_INFO, { capabilities: {} });
+  const client = new Client(CLIENT_INFO, { capabilities });
   client.onerror = (err) => protocolErrors.push(err);
+  if (beforeConnect) beforeConnect(client);
   await client.connect(transport);
   onCleanup(t, async () => {
     await client.close();

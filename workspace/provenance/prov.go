@@ -228,6 +228,25 @@ func (d *provDoc) activity(w Writer) string {
 		if w.Note != "" {
 			a["scimcp:note"] = w.Note
 		}
+		if w.Started != nil {
+			a["prov:startTime"] = isoTime(*w.Started)
+		}
+		if w.Ended != nil {
+			a["prov:endTime"] = isoTime(*w.Ended)
+		}
+		if src := w.Source; src != nil && src.DownloadJobID != "" {
+			// An artifact_download: the job, the MCP invocation and the
+			// candidate of its result; the MCP source is the agent.
+			a["scimcp:artifactJobId"], a["scimcp:mcpInvocationId"], a["scimcp:candidateId"] = src.DownloadJobID, src.InvocationID, src.CandidateID
+			if src.MCPSource != "" {
+				agent := "scimcp:mcp-source-" + url.PathEscape(src.MCPSource)
+				d.Agent[agent] = map[string]any{"prov:type": qname("prov:SoftwareAgent"), "prov:label": "MCP source " + src.MCPSource}
+				d.rel(d.WasAssociatedWith, "assoc", map[string]any{"prov:activity": id, "prov:agent": agent, "scimcp:tool": src.MCPTool})
+			}
+		}
+		if w.Session != "" {
+			d.rel(d.WasAssociatedWith, "assoc", map[string]any{"prov:activity": id, "prov:agent": d.session(w.Session)})
+		}
 		d.Activity[id] = a
 		return id
 	}
@@ -259,6 +278,12 @@ func (d *provDoc) source(kind Kind, s *Source) string {
 		}
 		if s.URI != "" {
 			e["prov:location"] = s.URI
+		}
+		if s.MediaType != "" {
+			e["scimcp:mediaType"] = s.MediaType
+		}
+		if s.Bytes > 0 {
+			e["scimcp:size"] = s.Bytes
 		}
 		if s.WorkspaceID != "" {
 			e["scimcp:workspace"] = s.WorkspaceID
