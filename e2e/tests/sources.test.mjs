@@ -7,6 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { E2E_DIR, connectStdio, freePort, makeDirs, onCleanup, put, textOf } from '../lib/harness.mjs';
@@ -15,9 +16,9 @@ const T = { timeout: 60_000 };
 const EVERYTHING = path.join(E2E_DIR, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** Starts the everything server's streamable HTTP transport; resolves its URL once it listens. */
-async function everythingHttp(t) {
-  const port = await freePort();
+/** Starts the everything server's streamable HTTP transport; resolves its URL (and process) once it listens. */
+async function everythingHttp(t, port) {
+  port ??= await freePort();
   const proc = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], { env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'ignore', 'pipe'] });
   onCleanup(t, () => proc.kill('SIGKILL'));
   let err = '';
@@ -32,8 +33,11 @@ async function everythingHttp(t) {
     });
     proc.on('exit', (code) => reject(new Error(`everything server exited ${code}: ${err}`)));
   });
-  return `http://127.0.0.1:${port}/mcp`;
+  const url = `http://127.0.0.1:${port}/mcp`;
+  everythingHttp.procs.set(url, proc);
+  return url;
 }
+everythingHttp.procs = new Map();
 
 async function waitForTool(client, name) {
   for (let i = 0; i < 100; i++) {
@@ -85,4 +89,82 @@ test('everything over stdio and HTTP: deferred listing, tool_search promotion, c
   // A call with wrong arguments is refused with the schema's complaint.
   const bad = await a.client.callTool({ name: 'mcp__ev-stdio__echo', arguments: { msg: 'x' } });
   assert.equal(bad.isError, true);
+});
+
+/** Calls a tool until it succeeds; returns the result and how many calls failed first. */
+async function untilOk(client, name, args, ms) {
+  const deadline = Date.now() + ms;
+  let failed = 0;
+  let last;
+  while (Date.now() < deadline) {
+    last = await client.callTool({ name, arguments: args });
+    if (last.isError !== true) return { res: last, failed };
+    failed++;
+    await sleep(200);
+  }
+  assert.fail(`${name} never succeeded within ${ms} ms; last: ${textOf(last)}`);
+}
+
+/** PIDs of processes whose command line contains marker. */
+function pidsWith(marker) {
+  const out = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(marker)) out.push(Number(d));
+    } catch { /* gone */ }
+  }
+  return out;
+}
+
+test('calls survive an upstream restart: a killed stdio source is restarted, a restarted HTTP source gets a new session', T, async (t) => {
+  const dirs = await makeDirs(t);
+  const url = await everythingHttp(t);
+  const port = Number(new URL(url).port);
+  // A unique argument marks the stdio source's process.
+  const marker = `stdio-restart-${process.pid}-${Date.now()}`;
+  const sourcesFile = await put(dirs.root, 'sources.json', JSON.stringify({
+    mcpServers: {
+      'ev-stdio': { command: process.execPath, args: [EVERYTHING, 'stdio', marker] },
+      'ev-http': { type: 'http', url },
+    },
+  }));
+  const a = await connectStdio(t, { ...dirs, args: ['--sources', sourcesFile] });
+  await waitForTool(a.client, 'mcp__ev-http__echo');
+  await waitForTool(a.client, 'mcp__ev-stdio__echo');
+  await a.client.callTool({ name: 'tool_search', arguments: { query: 'select:mcp__ev-stdio__echo,mcp__ev-http__echo' } });
+  for (const name of ['mcp__ev-stdio__echo', 'mcp__ev-http__echo']) {
+    const res = await a.client.callTool({ name, arguments: { message: 'before' } });
+    assert.notEqual(res.isError, true, textOf(res));
+  }
+
+  // The stdio source dies: its tools fail with a clear error, then work again.
+  const pids = pidsWith(marker);
+  assert.equal(pids.length, 1, `expected one stdio source process, found ${pids}`);
+  process.kill(pids[0], 'SIGKILL');
+  const { res: again } = await untilOk(a.client, 'mcp__ev-stdio__echo', { message: 'after stdio restart' }, 30_000);
+  assert.match(textOf(again), /after stdio restart/);
+  const fresh = pidsWith(marker);
+  assert.equal(fresh.length, 1);
+  assert.notEqual(fresh[0], pids[0], 'the source was not restarted');
+  // The other source never noticed.
+  const other = await a.client.callTool({ name: 'mcp__ev-http__echo', arguments: { message: 'unaffected' } });
+  assert.notEqual(other.isError, true, textOf(other));
+
+  // The HTTP source restarts (its old session is gone): while it is down
+  // calls fail with a clear error; once it is back they work again, and the
+  // tool stays promoted in this session.
+  everythingHttp.procs.get(url).kill('SIGKILL');
+  await sleep(300);
+  const down = await a.client.callTool({ name: 'mcp__ev-http__echo', arguments: { message: 'while down' } });
+  assert.equal(down.isError, true, 'a call to a dead source must fail');
+  assert.match(textOf(down), /ev-http/);
+  await everythingHttp(t, port);
+  const { res: back } = await untilOk(a.client, 'mcp__ev-http__echo', { message: 'after http restart' }, 30_000);
+  assert.match(textOf(back), /after http restart/);
+  const listed = (await a.client.listTools()).tools.find((x) => x.name === 'mcp__ev-http__echo');
+  assert.ok(listed.inputSchema.properties?.message, 'the promotion was lost across the source restart');
+  // The server itself stayed up throughout.
+  const ping = await a.client.callTool({ name: 'list_files', arguments: {} });
+  assert.notEqual(ping.isError, true);
 });
