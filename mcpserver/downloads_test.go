@@ -407,3 +407,38 @@ func sessionOwner(t *testing.T, e *testEnv) string {
 	t.Fatal("no session")
 	return ""
 }
+
+// A client of protocol 2026-07-28 gets the permission question as an input
+// request (SEP-2322) and answers it on the retried call.
+func TestArtifactDownloadModernClient(t *testing.T) {
+	d := newDLEnv(t, dlConfig{})
+	user := &asker{action: mcp.ElicitationResponseActionAccept, content: map[string]any{"allow": true}}
+	c, err := client.NewInProcessClientWithOptions(d.srv.MCP(), client.WithElicitationHandler(user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "scimcp-test-modern", Version: "1"}
+	res, err := c.Initialize(ctx, init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mcp.IsModernProtocol(res.ProtocolVersion) {
+		t.Fatalf("negotiated %s, want a 2026-07-28 or later version", res.ProtocolVersion)
+	}
+	inv, cands, _ := findPapers(t, c)
+	if len(cands) != 2 {
+		t.Fatalf("candidates: %+v", cands)
+	}
+	r := call(t, c, "artifact_download", `{"mcpInvocationId":"`+inv+`","candidateId":"c2"}`)
+	var out ArtifactDownloadOut
+	structured(t, r, &out)
+	if r.IsError || out.State != "completed" || out.Permission != "user" || len(user.asked()) != 1 {
+		t.Fatalf("modern client: %s (asked %d times)", text(r), len(user.asked()))
+	}
+}
