@@ -102,7 +102,7 @@ type env struct {
 	s    *Service
 }
 
-func newEnv(t *testing.T, policy fetch.Policy, max int64) *env {
+func newEnv(t testing.TB, policy fetch.Policy, max int64) *env {
 	t.Helper()
 	base := t.TempDir()
 	e := &env{dir: filepath.Join(base, "ws"), data: filepath.Join(base, "data")}
@@ -117,7 +117,7 @@ func newEnv(t *testing.T, policy fetch.Policy, max int64) *env {
 	return e
 }
 
-func (e *env) open(t *testing.T, policy fetch.Policy, max int64) {
+func (e *env) open(t testing.TB, policy fetch.Policy, max int64) {
 	t.Helper()
 	db, err := store.Open(e.data, store.Options{NoSync: true})
 	if err != nil {
