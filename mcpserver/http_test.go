@@ -209,3 +209,51 @@ func TestCheckListenAddr(t *testing.T) {
 		}
 	}
 }
+
+// An HTTP client that resumes its session after a server restart does not
+// initialize again; what its initialize declared (form elicitation, client
+// name) is kept.
+func TestHTTPResumedSessionKeepsItsInitialize(t *testing.T) {
+	e := newEnv(t, nil)
+	serve := func() (*httptest.Server, func()) {
+		h, closeSessions := e.srv.HTTPHandler(HTTPOptions{})
+		ts := httptest.NewServer(h)
+		return ts, func() { closeSessions(context.Background()); ts.Close() }
+	}
+	ts, stop := serve()
+	res := post(t, ts.URL+EndpointPath, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"asking-client","version":"7"}}}`, nil)
+	sid := res.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("no session id: %d", res.StatusCode)
+	}
+	io.ReadAll(res.Body)
+	hdr := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"}
+	io.ReadAll(post(t, ts.URL+EndpointPath, "", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, hdr).Body)
+	check := func(when string) {
+		t.Helper()
+		var found *Session
+		for _, s := range e.srv.Sessions() {
+			if s.ID == sid {
+				found = &s
+			}
+		}
+		if found == nil || !found.FormElicitation {
+			t.Fatalf("%s: session %+v", when, found)
+		}
+		rec, ok, _ := e.store.GetSession(sid)
+		if !ok || rec.ClientName != "asking-client" || !rec.FormElicitation || rec.ProtocolVersion != "2025-06-18" {
+			t.Fatalf("%s: stored session %+v", when, rec)
+		}
+	}
+	check("after initialize")
+	stop()
+	e.stop()
+	e.start(t, nil)
+	ts, stop = serve()
+	defer stop()
+	res = post(t, ts.URL+EndpointPath, "", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_files","arguments":{}}}`, hdr)
+	if body, _ := io.ReadAll(res.Body); res.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"result"`)) {
+		t.Fatalf("resumed call: %d %s", res.StatusCode, body)
+	}
+	check("after the restart")
+}

@@ -304,6 +304,12 @@ func (s *Server) sessionFromContext(ctx context.Context) *Session {
 	// session that is never registered; adopt it once its id validated.
 	if httpSessionPattern.MatchString(id) && s.ids.isLive(id) {
 		sess := &Session{ID: id, MCPID: id, Owner: id, Transport: "http", Started: time.Now().UTC()}
+		if s.opts.Store != nil {
+			// What its initialize declared, before the restart.
+			if prev, ok, err := s.opts.Store.GetSession(id); err == nil && ok {
+				sess.Started, sess.FormElicitation = prev.StartedAt, prev.FormElicitation
+			}
+		}
 		s.sessions[id] = sess
 		return sess
 	}
@@ -453,14 +459,24 @@ func (s *Server) onRegister(ctx context.Context, cs server.ClientSession) {
 			sess.ID, sess.Owner, sess.Transport = "stdio-"+randomID(), "stdio", "stdio"
 		}
 	}
+	rec := store.Session{ID: sess.ID, Transport: sess.Transport, StartedAt: sess.Started}
+	// Over HTTP the session is registered after initialize: what the
+	// client declared is known here (afterInitialize does not see it).
+	if ci, ok := cs.(server.SessionWithClientInfo); ok {
+		if info := ci.GetClientInfo(); info.Name != "" {
+			rec.ClientName, rec.ClientVersion = info.Name, info.Version
+		}
+		if ec := ci.GetClientCapabilities().Elicitation; ec != nil {
+			sess.FormElicitation = ec.Form != nil || ec.URL == nil
+			rec.FormElicitation = sess.FormElicitation
+		}
+	}
+	if pv, ok := cs.(server.SessionWithProtocolVersion); ok && pv.ProtocolVersion() != "" {
+		rec.ProtocolVersion = pv.ProtocolVersion()
+	}
 	s.mu.Lock()
 	s.sessions[mcpID] = sess
 	s.mu.Unlock()
-	rec := store.Session{ID: sess.ID, Transport: sess.Transport, StartedAt: sess.Started}
-	if ci, ok := cs.(server.SessionWithClientInfo); ok {
-		info := ci.GetClientInfo()
-		rec.ClientName, rec.ClientVersion = info.Name, info.Version
-	}
 	s.log.Debug("session registered", "session", sess.ID, "transport", sess.Transport, "client", rec.ClientName)
 	s.record(rec)
 }
@@ -470,11 +486,11 @@ func (s *Server) afterInitialize(ctx context.Context, _ any, req *mcp.Initialize
 	if sess == nil {
 		return
 	}
-	if ec := req.Params.Capabilities.Elicitation; ec != nil && (ec.Form != nil || ec.URL == nil) {
-		s.mu.Lock()
-		sess.FormElicitation = true
-		s.mu.Unlock()
-	}
+	ec := req.Params.Capabilities.Elicitation
+	form := ec != nil && (ec.Form != nil || ec.URL == nil)
+	s.mu.Lock()
+	sess.FormElicitation = form
+	s.mu.Unlock()
 	if s.opts.Store == nil {
 		return
 	}
@@ -483,7 +499,7 @@ func (s *Server) afterInitialize(ctx context.Context, _ any, req *mcp.Initialize
 		return
 	}
 	rec.ClientName, rec.ClientVersion = req.Params.ClientInfo.Name, req.Params.ClientInfo.Version
-	rec.ProtocolVersion = res.ProtocolVersion
+	rec.ProtocolVersion, rec.FormElicitation = res.ProtocolVersion, form
 	s.record(rec)
 }
 

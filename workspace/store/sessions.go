@@ -14,6 +14,10 @@ type Session struct {
 	ClientName      string     `json:"client_name,omitempty"`
 	ClientVersion   string     `json:"client_version,omitempty"`
 	ProtocolVersion string     `json:"protocol_version,omitempty"`
+	// FormElicitation records that the client declared form elicitation
+	// at initialize (an HTTP client resuming after a restart does not
+	// initialize again).
+	FormElicitation bool `json:"form_elicitation,omitempty"`
 	StartedAt       time.Time  `json:"started_at"`
 	EndedAt         *time.Time `json:"ended_at,omitempty"`
 }
