@@ -247,6 +247,11 @@ func (s *Server) artifactDownload() toolkit.Tool {
 			return toolkit.Result[ArtifactDownloadOut]{}, err
 		}
 		req.Permission = d.by
+		if c.Progress != nil {
+			req.Progress = func(received, total int64) {
+				c.Progress(float64(received), float64(total), fmt.Sprintf("%s: %d bytes received", cand.ID, received))
+			}
+		}
 		var job downloads.Job
 		if !d.granted {
 			job, err = svc.Decline(req, d.why)

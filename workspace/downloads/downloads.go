@@ -174,7 +174,14 @@ type Request struct {
 	// ReadResource reads a non-http resource link from its source: it
 	// returns the raw resources/read result.
 	ReadResource func(ctx context.Context, uri string) ([]byte, error)
+	// Progress, when set, hears how many bytes an http download has
+	// received (total: the declared size, 0 when unknown), at most every
+	// ProgressEvery.
+	Progress func(received, total int64)
 }
+
+// ProgressEvery spaces Request.Progress reports.
+const ProgressEvery = 500 * time.Millisecond
 
 // CheckDestination refuses a destinationPath before permission is asked:
 // outside the workspace, or taken.
@@ -266,7 +273,11 @@ func (s *Service) run(ctx context.Context, req Request, j *Job) error {
 		if c.Size > s.max {
 			return refusef("%s is declared as %d bytes, over the download cap of %d; nothing was fetched", c.URI, c.Size, s.max)
 		}
-		res, err := s.cfg.Fetch.Fetch(ctx, c.URI, tmp)
+		var dst io.Writer = tmp
+		if req.Progress != nil {
+			dst = &progressWriter{w: tmp, total: c.Size, report: req.Progress}
+		}
+		res, err := s.cfg.Fetch.Fetch(ctx, c.URI, dst)
 		if err != nil {
 			return err
 		}
@@ -436,6 +447,26 @@ func extensionFor(mt string) string {
 		return exts[0]
 	}
 	return ""
+}
+
+// progressWriter reports the bytes written through it, spaced by
+// ProgressEvery.
+type progressWriter struct {
+	w      io.Writer
+	n      int64
+	total  int64
+	last   time.Time
+	report func(received, total int64)
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.n += int64(n)
+	if now := time.Now(); now.Sub(p.last) >= ProgressEvery {
+		p.last = now
+		p.report(p.n, p.total)
+	}
+	return n, err
 }
 
 func isHTTP(uri string) bool {

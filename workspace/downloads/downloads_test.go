@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sciencediscovery/scimcp/workspace"
 	"github.com/sciencediscovery/scimcp/workspace/artifacts"
@@ -335,5 +336,35 @@ func TestJobInterruptedByRestart(t *testing.T) {
 	got, ok, err := e.s.Job("o1", j.ID)
 	if err != nil || !ok || got.State != StateFailed || !strings.Contains(got.Error, "server stopped") || got.Ended.IsZero() {
 		t.Fatalf("after restart: %+v %v %v", got, ok, err)
+	}
+}
+
+func TestDownloadProgress(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := range 3 {
+			if i > 0 {
+				time.Sleep(ProgressEvery + 100*time.Millisecond)
+			}
+			w.Write(bytes.Repeat([]byte("p"), 1024))
+			w.(http.Flusher).Flush()
+		}
+	}))
+	defer srv.Close()
+	e := newEnv(t, fetch.Policy{AllowHosts: []string{strings.TrimPrefix(srv.URL, "http://")}}, 0)
+	var got [][2]int64
+	j := e.download(t, Request{Candidate: Candidate{ID: "c1", Kind: KindURL, URI: srv.URL + "/slow.bin", Size: 3072},
+		Progress: func(received, total int64) { got = append(got, [2]int64{received, total}) }})
+	if j.State != StateCompleted {
+		t.Fatalf("job: %+v", j)
+	}
+	// One report per chunk at least (the chunks are further apart than
+	// ProgressEvery), growing, with the declared total.
+	if len(got) < 3 || got[len(got)-1][0] != 3072 {
+		t.Fatalf("progress reports %v", got)
+	}
+	for i, g := range got {
+		if g[1] != 3072 || (i > 0 && g[0] <= got[i-1][0]) {
+			t.Fatalf("progress reports %v", got)
+		}
 	}
 }
