@@ -628,3 +628,13 @@ func (s *Server) notifyToolsChanged(sessionID string) {
 		s.log.Debug("tools/list_changed", "session", sessionID, "error", err)
 	}
 }
+
+// PruneInvocations removes the records (and raw results) of upstream
+// invocations that ended before t; their candidates can no longer be
+// downloaded.
+func (s *Server) PruneInvocations(t time.Time) (int, error) {
+	if s.invocations == nil {
+		return 0, nil
+	}
+	return s.invocations.Prune(t)
+}

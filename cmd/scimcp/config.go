@@ -107,7 +107,7 @@ func (c *config) settings() []setting {
 		{"tool-output-read-bytes", "SCIENCE_AGENT_TOOL_OUTPUT_READ_BYTES", "bound of one read_tool_output answer", &c.OutReadBytes},
 		{"tool-output-advise-bytes", "SCIENCE_AGENT_TOOL_OUTPUT_ADVISE_BYTES", "cumulative reads of one ref before read_tool_output advises", &c.OutAdviseBytes},
 		{"tool-output-warn-bytes", "SCIENCE_AGENT_TOOL_OUTPUT_WARN_BYTES", "cumulative reads of one ref before the stronger advice", &c.OutWarnBytes},
-		{"tool-output-max-age", "SCIENCE_AGENT_TOOL_OUTPUT_MAX_AGE", "stored tool outputs older than this are removed (0: keep forever)", &c.OutMaxAge},
+		{"tool-output-max-age", "SCIENCE_AGENT_TOOL_OUTPUT_MAX_AGE", "stored tool outputs, and MCP invocation records with their raw results, older than this are removed (0: keep forever)", &c.OutMaxAge},
 		{"tool-output-max-total-bytes", "SCIENCE_AGENT_TOOL_OUTPUT_MAX_TOTAL_BYTES", "oldest stored outputs are removed beyond this total (0: no size cap)", &c.OutMaxTotal},
 	}
 }

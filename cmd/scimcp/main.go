@@ -274,7 +274,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	go retain(ctx, outs, log)
+	go retain(ctx, outs, srv, cfg.OutMaxAge, log)
 	// Whatever changed while the server was down has no recorded writer.
 	scanned := make(chan struct{})
 	go func() {
@@ -336,12 +336,20 @@ const retainEvery = time.Hour
 
 // retain applies the stored-output retention policy now and then every
 // retainEvery until ctx ends.
-func retain(ctx context.Context, outs *outputs.Store, log hclog.Logger) {
+func retain(ctx context.Context, outs *outputs.Store, srv *mcpserver.Server, maxAge time.Duration, log hclog.Logger) {
 	for {
 		if n, freed, err := outs.Prune(time.Now()); err != nil {
 			log.Warn("prune stored outputs", "error", err)
 		} else if n > 0 {
 			log.Info("pruned stored outputs", "removed", n, "bytes", freed)
+		}
+		// Upstream invocations' raw results are stored tool output too.
+		if maxAge > 0 {
+			if n, err := srv.PruneInvocations(time.Now().Add(-maxAge)); err != nil {
+				log.Warn("prune MCP invocation records", "error", err)
+			} else if n > 0 {
+				log.Info("pruned MCP invocation records", "removed", n)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"sync"
 	"time"
 
@@ -147,4 +148,38 @@ func (iv *Invocations) Get(owner, id string) (Invocation, bool, error) {
 		return Invocation{}, false, nil
 	}
 	return inv, ok, err
+}
+
+// Prune removes the records of invocations that ended before t (with their
+// raw results) and reports how many. Records still queued are left for the
+// next call.
+func (iv *Invocations) Prune(t time.Time) (int, error) {
+	var old [][]byte
+	err := iv.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(invBucket).ForEach(func(k, v []byte) error {
+			var inv struct {
+				Ended time.Time `json:"ended"`
+			}
+			if json.Unmarshal(v, &inv) == nil && !inv.Ended.IsZero() && inv.Ended.Before(t) {
+				old = append(old, append([]byte(nil), k...))
+			}
+			return nil
+		})
+	})
+	if err != nil || len(old) == 0 {
+		return 0, err
+	}
+	err = iv.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(invBucket)
+		for _, k := range old {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return len(old), nil
 }
