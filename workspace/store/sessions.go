@@ -9,15 +9,15 @@ import (
 // Session is the record of one MCP session: the seed's Session. stdio has one
 // per process; streamable HTTP has one per Mcp-Session-Id.
 type Session struct {
-	ID              string     `json:"id"`
-	Transport       string     `json:"transport"` // "stdio" or "http"
-	ClientName      string     `json:"client_name,omitempty"`
-	ClientVersion   string     `json:"client_version,omitempty"`
-	ProtocolVersion string     `json:"protocol_version,omitempty"`
+	ID              string `json:"id"`
+	Transport       string `json:"transport"` // "stdio" or "http"
+	ClientName      string `json:"client_name,omitempty"`
+	ClientVersion   string `json:"client_version,omitempty"`
+	ProtocolVersion string `json:"protocol_version,omitempty"`
 	// FormElicitation records that the client declared form elicitation
 	// at initialize (an HTTP client resuming after a restart does not
 	// initialize again).
-	FormElicitation bool `json:"form_elicitation,omitempty"`
+	FormElicitation bool       `json:"form_elicitation,omitempty"`
 	StartedAt       time.Time  `json:"started_at"`
 	EndedAt         *time.Time `json:"ended_at,omitempty"`
 }
