@@ -19,6 +19,7 @@ import (
 	"github.com/sciencediscovery/scimcp/workspace/fetch"
 	"github.com/sciencediscovery/scimcp/workspace/outputs"
 	"github.com/sciencediscovery/scimcp/workspace/plans"
+	"github.com/sciencediscovery/scimcp/workspace/provenance"
 )
 
 // config is everything `scimcp serve` can be told. Each field has a flag, an
@@ -41,6 +42,8 @@ type config struct {
 	Deferred   string
 
 	// Downloads (artifact_download; web_fetch later).
+	ProvMaxBytes int64
+
 	DownloadPolicy   string
 	FetchAllowHosts  string
 	DownloadMaxBytes int64
@@ -91,6 +94,7 @@ func (c *config) settings() []setting {
 		{"deferred-groups", "SCIMCP_DEFERRED_GROUPS", "comma-separated optional groups whose tools stay deferred behind tool_search, like upstream tools", &c.Deferred},
 		{"plan-window", "SCIMCP_PLAN_WINDOW", "update_plan calls of a session arriving within this window of each other form one batch, of which only the last commits", &c.PlanWindow},
 		{"sources", "SCIMCP_SOURCES", "JSON file of upstream MCP servers ({\"mcpServers\": {...}}, as Claude Desktop and .mcp.json keep them); the --config file may hold the same block", &c.Sources},
+		{"provenance-max-bytes", "SCIMCP_PROVENANCE_MAX_BYTES", "content kept for earlier file revisions, in all (current revisions and artifact versions are always kept; past it the oldest revisions keep hash and size only; negative: no cap)", &c.ProvMaxBytes},
 		{"download-policy", "SCIMCP_DOWNLOAD_POLICY", "artifact_download for clients that cannot ask their user (no form elicitation): refuse or allow", &c.DownloadPolicy},
 		{"fetch-allow-hosts", "SCIMCP_FETCH_ALLOW_HOSTS", "comma-separated host or host:port entries downloads may reach although they are loopback or private (a lab server)", &c.FetchAllowHosts},
 		{"download-max-bytes", "SCIMCP_DOWNLOAD_MAX_BYTES", "size cap of one download", &c.DownloadMaxBytes},
@@ -116,6 +120,7 @@ func defaultConfig() config {
 	l := outputs.DefaultLimits()
 	return config{
 		LogLevel: "info", SessionTTL: 30 * time.Minute, PlanWindow: plans.DefaultWindow,
+		ProvMaxBytes:   provenance.DefaultMaxContentBytes,
 		DownloadPolicy: mcpserver.DownloadRefuse, DownloadMaxBytes: fetch.DefaultMaxBytes, FetchTimeout: fetch.DefaultTimeout,
 		Sandbox: runner.SandboxBwrap, ExecTimeout: runner.DefaultWall, ExecMemory: runner.DefaultMemoryBytes,
 		ExecProcs: runner.DefaultProcs, ExecLog: runner.DefaultOutputBytes,

@@ -288,6 +288,12 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			"deleted", rep.Deleted, "truncated", rep.Truncated, "took", rep.Duration)
 	}()
 	defer func() { <-scanned }() // ctx ends first (stop), then prov and st close
+	retained := make(chan struct{})
+	go func() {
+		defer close(retained)
+		retainProvenance(ctx, prov, arts, cfg.ProvMaxBytes, scanned, log)
+	}()
+	defer func() { <-retained }()
 	errc := make(chan error, 2)
 
 	var httpSrv *mcpserver.HTTPServer
@@ -349,6 +355,36 @@ func retain(ctx context.Context, outs *outputs.Store, srv *mcpserver.Server, max
 				log.Warn("prune MCP invocation records", "error", err)
 			} else if n > 0 {
 				log.Info("pruned MCP invocation records", "removed", n)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retainEvery):
+		}
+	}
+}
+
+// retainProvenance bounds the revision content kept for provenance and
+// removes blobs no record names, after the start-up scan and then hourly.
+func retainProvenance(ctx context.Context, prov *provenance.Index, arts *artifacts.Store, max int64, scanned <-chan struct{}, log hclog.Logger) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-scanned:
+	}
+	for {
+		keep, err := arts.Hashes()
+		if err != nil {
+			log.Warn("provenance retention: list artifact contents", "error", err)
+		} else {
+			rep, err := prov.Retain(ctx, provenance.RetainOptions{MaxBytes: max, Protected: func(h string) bool { return keep[h] }})
+			switch {
+			case err != nil && ctx.Err() == nil:
+				log.Warn("provenance retention", "error", err)
+			case rep.Dropped > 0 || rep.Swept > 0:
+				log.Info("provenance retention", "kept_bytes", rep.KeptBytes, "dropped_revisions", rep.Dropped, "dropped_bytes", rep.DroppedBytes,
+					"swept_blobs", rep.Swept, "swept_bytes", rep.SweptBytes)
 			}
 		}
 		select {

@@ -365,3 +365,22 @@ func (s *Store) LinksForPath(rel string) ([]provenance.ArtifactLink, error) {
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Declared.Before(out[j].Declared) })
 	return out, err
 }
+
+// Hashes returns the content hashes of every artifact version: blobs the
+// CAS must keep whatever else lets go of them.
+func (s *Store) Hashes() (map[string]bool, error) {
+	out := map[string]bool{}
+	err := s.cfg.Store.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketVersions).ForEach(func(k, v []byte) error {
+			var ver struct {
+				Hash string `json:"hash"`
+			}
+			if err := json.Unmarshal(v, &ver); err != nil {
+				return fmt.Errorf("artifact version %q: %w", k, err)
+			}
+			out[ver.Hash] = true
+			return nil
+		})
+	})
+	return out, err
+}

@@ -30,6 +30,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 const (
@@ -218,7 +219,11 @@ func (s *Store) PutMax(r io.Reader, max int64) (Blob, error) {
 	final := s.Path(b.Hash)
 	if st, err := os.Lstat(final); err == nil && st.Mode().IsRegular() && st.Size() == n {
 		// Deduplicated. (A blob of the wrong size is damaged: the rename
-		// below replaces it with the right bytes.)
+		// below replaces it with the right bytes.) Its modification time
+		// is set to now: Sweep leaves blobs put after its mark alone, and a
+		// blob put again may be about to get a new reference.
+		now := time.Now()
+		os.Chtimes(final, now, now)
 		b.Stored, b.Existed = true, true
 		return b, nil
 	}
@@ -433,3 +438,42 @@ func sum(b []byte) string {
 // Hasher returns a new hash of the store's algorithm, for callers that hash
 // content they do not store.
 func Hasher() hash.Hash { return sha256.New() }
+
+// Sweep removes the blobs that keep does not claim and that were last put
+// before t, and reports how many and their bytes. Callers pass as t a time
+// before they began collecting references (minus a grace for writers that
+// put a blob and record its reference later): every blob put since then,
+// new or deduplicated, has a later modification time and stays.
+func (s *Store) Sweep(keep func(hash string) bool, t time.Time) (removed int, freed int64, err error) {
+	subs, err := os.ReadDir(s.dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, sub := range subs {
+		if !sub.IsDir() || len(sub.Name()) != 2 {
+			continue
+		}
+		dir := filepath.Join(s.dir, sub.Name())
+		blobs, err := os.ReadDir(dir)
+		if err != nil {
+			return removed, freed, err
+		}
+		for _, b := range blobs {
+			h := b.Name()
+			if !ValidHash(h) || !strings.HasPrefix(h, sub.Name()) || keep(h) {
+				continue
+			}
+			info, err := b.Info()
+			if err != nil || !info.Mode().IsRegular() || !info.ModTime().Before(t) {
+				continue
+			}
+			if err := os.Remove(filepath.Join(dir, h)); err != nil {
+				continue
+			}
+			s.forget(h)
+			removed++
+			freed += info.Size()
+		}
+	}
+	return removed, freed, nil
+}

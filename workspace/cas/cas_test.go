@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func newStore(t *testing.T, opts Options) *Store {
@@ -248,5 +249,45 @@ func BenchmarkPut100MB(b *testing.B) {
 		if _, err := s.Put(bytes.NewReader(data)); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestSweep(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(content string) Blob {
+		b, err := s.Put(strings.NewReader(content))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	age := func(b Blob, d time.Duration) {
+		old := time.Now().Add(-d)
+		if err := os.Chtimes(s.Path(b.Hash), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept, orphan, recent, again := put("kept"), put("orphan blob"), put("recent"), put("put again")
+	for _, b := range []Blob{kept, orphan, again} {
+		age(b, 2*time.Hour)
+	}
+	put("put again") // deduplicated: its time is now, so the sweep leaves it
+	mark := time.Now().Add(-time.Hour)
+	n, freed, err := s.Sweep(func(h string) bool { return h == kept.Hash }, mark)
+	if err != nil || n != 1 || freed != int64(len("orphan blob")) {
+		t.Fatalf("Sweep = %d, %d, %v", n, freed, err)
+	}
+	if _, err := s.Open(orphan.Hash, -1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the orphan survived: %v", err)
+	}
+	for _, b := range []Blob{kept, recent, again} {
+		f, err := s.Open(b.Hash, b.Size)
+		if err != nil {
+			t.Fatalf("%s: %v", b.Hash, err)
+		}
+		f.Close()
 	}
 }
