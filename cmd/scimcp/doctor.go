@@ -1,12 +1,19 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/sciencediscovery/scimcp/mcpserver/sources"
 )
 
 // probe is one thing scimcp can use, how to check for it, and how to get it.
@@ -28,9 +35,27 @@ var probes = []probe{
 	{"git", "workspace history", "git", []string{"--version"}, "apt-get install -y git"},
 }
 
+// sourceCheckTimeout bounds how long doctor waits for one source.
+const sourceCheckTimeout = 20 * time.Second
+
 // doctor prints what this machine offers and the exact command to get what
-// is missing. It only reports; it changes nothing.
-func doctor(w io.Writer) int {
+// is missing, and, given serve's --sources or --config, whether each
+// configured MCP source starts and lists its tools. It only reports; it
+// changes nothing. It exits 1 when a configured source fails.
+func doctor(args []string, w, stderr io.Writer) int {
+	cfg, err := parseServe(args, os.Getenv)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "scimcp doctor:", err)
+		return 2
+	}
+	srcs, err := cfg.sourceConfigs()
+	if err != nil {
+		fmt.Fprintln(stderr, "scimcp doctor:", err)
+		return 2
+	}
 	fmt.Fprintf(w, "scimcp %s on %s/%s, uid %d\n\n", fullVersion(), runtime.GOOS, runtime.GOARCH, os.Getuid())
 	var missing []string
 	for _, p := range probes {
@@ -55,7 +80,71 @@ func doctor(w io.Writer) int {
 	} else {
 		fmt.Fprintln(w, "\nEverything scimcp can use is here.")
 	}
+	if len(srcs) == 0 {
+		return 0
+	}
+	fmt.Fprintf(w, "\nMCP sources (each started, initialized and listed; up to %s each):\n", sourceCheckTimeout)
+	failed := 0
+	for _, c := range srcs {
+		if !checkSource(w, c) {
+			failed++
+		}
+	}
+	if failed > 0 {
+		fmt.Fprintf(w, "\n%d of %d sources failed; `scimcp serve` keeps serving without them and retries them with backoff.\n", failed, len(srcs))
+		return 1
+	}
+	fmt.Fprintln(w, "\nEvery source answered.")
 	return 0
+}
+
+// checkSource starts one source as serve would, waits until it has listed
+// its tools or failed, reports, and stops it.
+func checkSource(w io.Writer, c sources.Config) bool {
+	what := c.Command
+	if c.URL != "" {
+		what = c.URL
+	}
+	if c.Disabled {
+		fmt.Fprintf(w, "  disabled %-18s %s\n", c.Name, what)
+		return true
+	}
+	tools := make(chan int, 1)
+	src := sources.New(c, sources.Options{
+		Log: hclog.NewNullLogger(),
+		OnTools: func(_ string, ts []sources.Tool) {
+			select {
+			case tools <- len(ts):
+			default:
+			}
+		},
+	})
+	src.Start()
+	defer src.Stop()
+	deadline := time.After(sourceCheckTimeout)
+	for {
+		select {
+		case n := <-tools:
+			fmt.Fprintf(w, "  ok       %-18s %s: %d tools (served as mcp__%s__<tool>)\n", c.Name, what, n, c.Name)
+			return true
+		case <-deadline:
+			st, err := src.State()
+			fmt.Fprintf(w, "  failed   %-18s %s: no tool list within %s (state %s%s)\n", c.Name, what, sourceCheckTimeout, st, errText(err))
+			return false
+		case <-time.After(50 * time.Millisecond):
+			if st, err := src.State(); st == sources.StateBackoff && err != nil {
+				fmt.Fprintf(w, "  failed   %-18s %s: %v\n", c.Name, what, err)
+				return false
+			}
+		}
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ": " + err.Error()
 }
 
 func cgroupMode() string {

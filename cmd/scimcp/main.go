@@ -69,7 +69,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "scimcp", fullVersion())
 		return 0
 	case "doctor":
-		return doctor(stdout)
+		return doctor(args[1:], stdout, stderr)
 	case "help", "--help", "-h":
 		usage(stdout)
 		return 0
@@ -84,7 +84,8 @@ func usage(w io.Writer) {
 
 Commands:
   serve     serve the tools (stdio by default; --http ADDR for streamable HTTP)
-  doctor    show what this machine offers and how to install what is missing
+  doctor    show what this machine offers and how to install what is missing;
+            with --sources/--config, check that each MCP source starts
   version   print the version
 
 Run "scimcp serve --help" for the flags.

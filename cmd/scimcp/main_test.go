@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -212,5 +213,33 @@ func TestBinaryServesTheWholeCatalogue(t *testing.T) {
 		if !listed[name] {
 			t.Errorf("scimcp serve does not list %s", name)
 		}
+	}
+}
+
+// doctor starts each configured MCP source and says which answer: here a
+// real one (this scimcp binary, serving over stdio) and one that cannot
+// start.
+func TestDoctorChecksSources(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	os.MkdirAll(ws, 0o755)
+	file := filepath.Join(dir, "sources.json")
+	cfg := fmt.Sprintf(`{"mcpServers":{
+		"self":   {"command": %q, "args": ["serve", "--workspace", %q, "--data", %q]},
+		"broken": {"command": "/nonexistent/mcp-server"},
+		"off":    {"command": "whatever", "disabled": true}}}`, bin, ws, filepath.Join(dir, "data"))
+	os.WriteFile(file, []byte(cfg), 0o644)
+	var out, errb bytes.Buffer
+	code := run([]string{"doctor", "--sources", file}, strings.NewReader(""), &out, &errb)
+	o := out.String()
+	if code != 1 || !regexp.MustCompile(`ok +self .*: \d+ tools`).MatchString(o) || !regexp.MustCompile(`failed +broken .*nonexistent`).MatchString(o) ||
+		!regexp.MustCompile(`disabled +off`).MatchString(o) || !strings.Contains(o, "1 of 3 sources failed") {
+		t.Fatalf("doctor exited %d:\n%s\n%s", code, o, errb.String())
+	}
+	// Without sources it only reports the machine.
+	out.Reset()
+	if code := run([]string{"doctor"}, strings.NewReader(""), &out, &errb); code != 0 || strings.Contains(out.String(), "MCP sources") {
+		t.Fatalf("plain doctor exited %d:\n%s", code, out.String())
 	}
 }
