@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/sciencediscovery/scimcp/workspace/store"
 )
 
 // populate writes n files of about 1 KiB in 100 folders.
@@ -64,6 +68,36 @@ func BenchmarkScan100Changed(b *testing.B) {
 		b.StartTimer()
 		rep, err := e.x.Scan(context.Background(), unknown("bench"))
 		if err != nil || rep.Modified != 100 {
+			b.Fatalf("%+v %v", rep, err)
+		}
+	}
+}
+
+// BenchmarkRetain100k: one retention pass over 100,000 revisions that keep
+// content (each a distinct 1 KiB content), under the cap: the pass reads
+// every revision record and sweeps the CAS. Scans wait while it runs.
+func BenchmarkRetain100k(b *testing.B) {
+	e := newEnv(b, nil)
+	err := e.db.Update(func(tx *bolt.Tx) error {
+		revs := tx.Bucket(bucketRevisions)
+		for i := range 100_000 {
+			seq, _ := revs.NextSequence()
+			r := Revision{ID: revID(seq), Path: fmt.Sprintf("d%02d/f%05d.txt", i%100, i/10), Change: Modified,
+				Hash: fmt.Sprintf("%064x", i), Size: 1024, ContentKept: true, Writer: Writer{Kind: KindExecution, ExecutionID: fmt.Sprintf("exec_%016x", i/10)}}
+			if err := store.PutJSON(revs, be64(seq), r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		rep, err := e.x.Retain(context.Background(), RetainOptions{MaxBytes: 1 << 40})
+		if err != nil || rep.KeptBytes != 100_000*1024 {
 			b.Fatalf("%+v %v", rep, err)
 		}
 	}

@@ -217,7 +217,8 @@ type Index struct {
 	walk *walker
 	keep int64
 
-	scanMu sync.Mutex // one scan, observation or recorded write at a time
+	scanMu   sync.Mutex // one scan, observation or recorded write at a time
+	retainMu sync.Mutex // one Retain pass at a time
 
 	// files is the index, as on disk. It is written only under scanMu
 	// (by commit, under mu as well), so a scan reads it without mu.

@@ -53,7 +53,12 @@ type RetainReport struct {
 // oldest other revisions is dropped, oldest last use first: each such
 // revision keeps its hash, size and writer, and its content_note says when
 // and why its bytes went. Then blobs no record names are removed from the
-// CAS. Scans wait while it runs.
+// CAS.
+//
+// Scans go on while it runs. Revision records are only ever appended,
+// except by Retain, so a revision committed during the pass is merely not
+// considered; the blob it names was put (or, deduplicated, touched) after
+// SweepBefore and survives the sweep.
 func (x *Index) Retain(ctx context.Context, o RetainOptions) (RetainReport, error) {
 	max := o.MaxBytes
 	if max == 0 {
@@ -67,8 +72,8 @@ func (x *Index) Retain(ctx context.Context, o RetainOptions) (RetainReport, erro
 	if before.IsZero() {
 		before = time.Now().Add(-SweepGrace)
 	}
-	x.scanMu.Lock()
-	defer x.scanMu.Unlock()
+	x.retainMu.Lock()
+	defer x.retainMu.Unlock()
 
 	// Every revision that keeps content, by content.
 	type use struct {
