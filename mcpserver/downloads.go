@@ -277,6 +277,10 @@ func (s *Server) artifactDownload() toolkit.Tool {
 		case downloads.StateCancelled:
 			return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("Not downloaded: %s (job %s)", job.Error, job.ID)
 		}
+		if job.Path != "" {
+			// Written, but not registered: the file stays, with its provenance.
+			return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("The download failed: %s (job %s). The file is at %s with its provenance; declare it with declare_artifact once the cause is fixed", job.Error, job.ID, job.Path)
+		}
 		return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("The download failed: %s (job %s). Nothing was written to the workspace", job.Error, job.ID)
 	})
 }

@@ -442,3 +442,24 @@ func TestArtifactDownloadModernClient(t *testing.T) {
 		t.Fatalf("modern client: %s (asked %d times)", text(r), len(user.asked()))
 	}
 }
+
+// A download that lands but cannot be registered (its name collides with an
+// artifact) says where the file is, rather than that nothing was written.
+func TestArtifactDownloadRegistrationFails(t *testing.T) {
+	d := newDLEnv(t, dlConfig{policy: DownloadAllow})
+	c := d.connect(t)
+	d.write(t, "notes.txt", "an artifact named like the downloads folder\n")
+	if r := call(t, c, "declare_artifact", `{"path":"notes.txt","name":"downloads"}`); r.IsError {
+		t.Fatalf("declare: %s", text(r))
+	}
+	inv, _, _ := findPapers(t, c)
+	res := call(t, c, "artifact_download", `{"mcpInvocationId":"`+inv+`","candidateId":"c2"}`)
+	txt := text(res)
+	if !res.IsError || !strings.Contains(txt, "registering it as an artifact failed") || !strings.Contains(txt, "The file is at downloads/") || strings.Contains(txt, "Nothing was written") {
+		t.Fatalf("%s", txt)
+	}
+	fp := call(t, c, "get_file_provenance", `{"path":"downloads/one-page.pdf"}`)
+	if fp.IsError || !strings.Contains(text(fp), "download") {
+		t.Fatalf("provenance of the unregistered file: %s", text(fp))
+	}
+}
