@@ -220,12 +220,13 @@ async function waitForHttp(url, handle, timeoutMs) {
  * With `sessionId` the transport resumes that Mcp-Session-Id (the SDK then skips
  * initialize), as a host does when it reconnects to a restarted server.
  */
-export async function connectHttp(t, url, { token, sessionId } = {}) {
+export async function connectHttp(t, url, { token, sessionId, capabilities = {}, beforeConnect } = {}) {
   const requestInit = token ? { headers: { Authorization: `Bearer ${token}` } } : undefined;
   const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit, sessionId });
-  const client = new Client(CLIENT_INFO, { capabilities: {} });
+  const client = new Client(CLIENT_INFO, { capabilities });
   const errors = [];
   client.onerror = (err) => errors.push(err);
+  if (beforeConnect) beforeConnect(client);
   await client.connect(transport);
   onCleanup(t, () => client.close().catch(() => {}));
   return { client, transport, errors };

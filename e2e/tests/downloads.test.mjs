@@ -13,7 +13,7 @@ import path from 'node:path';
 
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
-import { connectStdio, makeDirs, put, textOf } from '../lib/harness.mjs';
+import { connectHttp, connectStdio, makeDirs, put, startHttp, textOf } from '../lib/harness.mjs';
 
 const T = { timeout: 90_000 };
 const PAPERS_SOURCE = process.env.PAPERS_SOURCE_BIN || path.resolve(import.meta.dirname, '..', '..', 'bin', 'papers-source');
@@ -49,8 +49,8 @@ function makePDF(title, pages) {
   return Buffer.from(parts.join(''));
 }
 
-/** A library of two PDFs, served by papers-source as the MCP source "papers". */
-async function setup(t, { ask, args = [] } = {}) {
+/** A library of two PDFs, served by papers-source as the MCP source "papers"; stdio unless http is set. */
+async function setup(t, { ask, args = [], http = false } = {}) {
   assert.ok(existsSync(PAPERS_SOURCE), `no papers-source binary at ${PAPERS_SOURCE} (e2e/run.sh builds it)`);
   const dirs = await makeDirs(t);
   const paper = makePDF('Binding study', ['Abstract: Kd = 4.2 nM for compound A.', 'Methods: isothermal titration calorimetry.']);
@@ -60,9 +60,7 @@ async function setup(t, { ask, args = [] } = {}) {
     mcpServers: { papers: { command: PAPERS_SOURCE, args: ['--dir', path.join(dirs.root, 'library')] } },
   }));
   const asked = [];
-  const conn = await connectStdio(t, {
-    ...dirs,
-    args: ['--sources', sourcesFile, ...args],
+  const clientOpts = {
     capabilities: ask ? { elicitation: { form: {} } } : {},
     beforeConnect: ask
       ? (client) => client.setRequestHandler(ElicitRequestSchema, async (req) => {
@@ -70,7 +68,14 @@ async function setup(t, { ask, args = [] } = {}) {
         return ask(req.params);
       })
       : undefined,
-  });
+  };
+  let conn;
+  if (http) {
+    const srv = await startHttp(t, { ...dirs, args: ['--sources', sourcesFile, ...args] });
+    conn = await connectHttp(t, srv.url, clientOpts);
+  } else {
+    conn = await connectStdio(t, { ...dirs, args: ['--sources', sourcesFile, ...args], ...clientOpts });
+  }
   for (let i = 0; i < 100; i++) {
     const { tools } = await conn.client.listTools();
     if (tools.some((x) => x.name === 'mcp__papers__search_papers')) break;
@@ -193,4 +198,19 @@ test('a declining user and a client that cannot ask: nothing is downloaded, and 
   assert.notEqual(ok.isError, true, textOf(ok));
   assert.equal(ok.structuredContent.permission, 'policy');
   assert.equal(ok.structuredContent.path, 'papers/other.pdf');
+});
+
+test('over streamable HTTP the permission question travels on the call\'s stream, and the paper is downloaded and extracted', T, async (t) => {
+  const { client, dirs, paper, asked } = await setup(t, { http: true, ask: () => ({ action: 'accept', content: { allow: true } }) });
+  const { inv, candidates } = await search(client, 'binding');
+  assert.equal(candidates.length, 1);
+  const res = await client.callTool({ name: 'artifact_download', arguments: { mcpInvocationId: inv, candidateId: 'c1', destinationPath: 'papers/binding.pdf' } });
+  assert.notEqual(res.isError, true, textOf(res));
+  assert.equal(res.structuredContent.state, 'completed');
+  assert.equal(res.structuredContent.permission, 'user');
+  assert.equal(asked.length, 1, 'the user was asked once over HTTP');
+  assert.deepEqual(readFileSync(path.join(dirs.workspace, 'papers', 'binding.pdf')), paper);
+  const ex = await client.callTool({ name: 'paper_extract_pdf', arguments: { artifactJobId: res.structuredContent.artifactJobId } });
+  assert.notEqual(ex.isError, true, textOf(ex));
+  assert.equal(ex.structuredContent.pages, 2);
 });
