@@ -26,6 +26,10 @@ const (
 // answer to its permission request.
 const PermissionTimeout = 10 * time.Minute
 
+// ResourceReadTimeout bounds a source's answer to resources/read for a
+// non-http resource link.
+const ResourceReadTimeout = 5 * time.Minute
+
 // permissionInput keys the permission request in a multi round-trip call.
 const permissionInput = "download_permission"
 
@@ -227,7 +231,15 @@ func (s *Server) artifactDownload() toolkit.Tool {
 		req := downloads.Request{Owner: c.Owner, Session: c.Session, InvocationID: inv.ID, Source: inv.Source, Tool: inv.Tool,
 			Candidate: *cand, Result: inv.Result, Destination: in.DestinationPath}
 		if src != nil {
-			req.ReadResource = func(ctx context.Context, uri string) ([]byte, error) { return src.ReadResource(ctx, uri) }
+			req.ReadResource = func(ctx context.Context, uri string) ([]byte, error) {
+				ctx, cancel := context.WithTimeout(ctx, ResourceReadTimeout)
+				defer cancel()
+				raw, err := src.ReadResource(ctx, uri)
+				if errors.Is(err, context.DeadlineExceeded) {
+					return nil, fmt.Errorf("the source did not answer resources/read within %s", ResourceReadTimeout)
+				}
+				return raw, err
+			}
 		}
 
 		dest := in.DestinationPath
