@@ -243,3 +243,31 @@ func TestDoctorChecksSources(t *testing.T) {
 		t.Fatalf("plain doctor exited %d:\n%s", code, out.String())
 	}
 }
+
+// The example files in examples/ are read by the real loaders.
+func TestExampleFilesLoad(t *testing.T) {
+	cfg, err := parseServe([]string{"--config", "../../examples/scimcp.json", "--sources", "../../examples/sources.json"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTP != "127.0.0.1:8765" || cfg.SessionTTL != 30*time.Minute {
+		t.Fatalf("examples/scimcp.json: %+v", cfg)
+	}
+	srcs, err := cfg.sourceConfigs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, s := range srcs {
+		got[s.Name] = s.IsHTTP()
+	}
+	if len(srcs) != 3 || got["papers"] || got["everything"] || !got["lab"] {
+		t.Fatalf("examples/sources.json: %+v", srcs)
+	}
+	for _, f := range []string{"claude-code.mcp.json", "claude-desktop.json", "vscode.mcp.json"} {
+		data, err := os.ReadFile(filepath.Join("../../examples", f))
+		if err != nil || !json.Valid(data) {
+			t.Errorf("%s: not valid JSON (%v)", f, err)
+		}
+	}
+}
