@@ -42,10 +42,32 @@ type artAck struct {
 	content string
 }
 
-func stdioClient(t *testing.T, bin, ws, data string) (*client.Client, *exec.Cmd) {
+type dlAck struct {
+	job, path, sha256 string
+}
+
+// paperSource builds examples/papers-source and a library of one PDF, and
+// returns the serve flags that make it the source "papers" with downloads
+// allowed by policy (the harness client cannot be asked).
+func paperSource(t *testing.T) ([]string, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "papers-source")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../examples/papers-source").CombinedOutput(); err != nil {
+		t.Fatalf("go build papers-source: %v\n%s", err, out)
+	}
+	paper := []byte("%PDF-1.4\n% the crash harness never parses it\n" + strings.Repeat("0123456789", 4000) + "\n%%EOF\n")
+	os.MkdirAll(filepath.Join(dir, "library"), 0o755)
+	os.WriteFile(filepath.Join(dir, "library", "crash-paper.pdf"), paper, 0o644)
+	file := filepath.Join(dir, "sources.json")
+	os.WriteFile(file, []byte(fmt.Sprintf(`{"mcpServers":{"papers":{"command":%q,"args":["--dir",%q]}}}`, bin, filepath.Join(dir, "library"))), 0o644)
+	return []string{"--sources", file, "--download-policy", "allow"}, paper
+}
+
+func stdioClient(t *testing.T, bin, ws, data string, extra ...string) (*client.Client, *exec.Cmd) {
 	t.Helper()
 	var cmd *exec.Cmd
-	tr := transport.NewStdioWithOptions(bin, nil, []string{"serve", "--workspace", ws, "--data", data, "--log-level", "warn"},
+	tr := transport.NewStdioWithOptions(bin, nil, append([]string{"serve", "--workspace", ws, "--data", data, "--log-level", "warn"}, extra...),
 		transport.WithCommandFunc(func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
 			cmd = exec.Command(command, args...)
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
@@ -99,15 +121,29 @@ func TestReliabilityCrashSafety(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	ws, data := t.TempDir(), t.TempDir()
+	srcFlags, paper := paperSource(t)
+	paperSum := sha256.Sum256(paper)
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	var acked []ack
 	var arts []artAck
+	var dls []dlAck
 	var timerIDs []string
 	var running []string
 	checked, kills := 0, 0
 	for round := 0; round < rounds; round++ {
-		c, cmd := stdioClient(t, bin, ws, data)
+		c, cmd := stdioClient(t, bin, ws, data, srcFlags...)
 		// Verify everything acknowledged so far.
+		for _, d := range dls {
+			got, err := os.ReadFile(filepath.Join(ws, d.path))
+			if sum := sha256.Sum256(got); err != nil || hex.EncodeToString(sum[:]) != d.sha256 {
+				t.Fatalf("round %d: acknowledged download %s at %s is gone or differs: %v", round, d.job, d.path, err)
+			}
+			r, err := toolCall(c, "get_file_provenance", map[string]any{"path": d.path})
+			if err != nil || r.IsError || !strings.Contains(resultText(r), d.job) {
+				t.Fatalf("round %d: provenance of download %s lost: %v %s", round, d.job, err, resultText(r))
+			}
+			checked++
+		}
 		for _, a := range acked {
 			r, err := toolCall(c, "read_tool_output", map[string]any{"ref": a.ref, "offset": 0, "limit": a.lines})
 			if err != nil || r.IsError {
@@ -212,6 +248,45 @@ func TestReliabilityCrashSafety(t *testing.T) {
 				}
 			}(g)
 		}
+		// Downloads from the paper source, once its tools are listed.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				r, err := toolCall(c, "tool_search", map[string]any{"query": "select:mcp__papers__search_papers"})
+				if err != nil || r == nil || r.IsError {
+					continue
+				}
+				r, err = toolCall(c, "mcp__papers__search_papers", map[string]any{"query": "crash"})
+				if err != nil || r == nil || r.IsError || r.Meta == nil {
+					continue // the source is still starting
+				}
+				m, ok := r.Meta.AdditionalFields["scimcp/untrusted"].(map[string]any)
+				if !ok {
+					t.Errorf("an upstream result without its untrusted marking: %v", r.Meta.AdditionalFields)
+					return
+				}
+				inv := fmt.Sprint(m["mcpInvocationId"])
+				dest := fmt.Sprintf("dl/r%d-%d.pdf", round, i)
+				r, err = toolCall(c, "artifact_download", map[string]any{"mcpInvocationId": inv, "candidateId": "c1", "destinationPath": dest})
+				if err != nil || r == nil || r.IsError {
+					continue
+				}
+				out := r.StructuredContent.(map[string]any)
+				if out["sha256"] != hex.EncodeToString(paperSum[:]) || out["path"] != dest {
+					t.Errorf("download acknowledged with %v", out)
+					return
+				}
+				mu.Lock()
+				dls = append(dls, dlAck{job: fmt.Sprint(out["artifactJobId"]), path: dest, sha256: fmt.Sprint(out["sha256"])})
+				mu.Unlock()
+			}
+		}()
 		// Kill at a random moment once this round has had a write
 		// acknowledged (a loaded machine may need a while for the first).
 		mu.Lock()
@@ -234,7 +309,7 @@ func TestReliabilityCrashSafety(t *testing.T) {
 		c.Close()
 		cmd.Wait()
 	}
-	t.Logf("crash safety: %d SIGKILLs survived; %d checks of acknowledged writes passed (%d stored outputs, %d artifact versions, %d timers)", kills, checked, len(acked), len(arts), len(timerIDs))
+	t.Logf("crash safety: %d SIGKILLs survived; %d checks of acknowledged writes passed (%d stored outputs, %d artifact versions, %d timers, %d downloads)", kills, checked, len(acked), len(arts), len(timerIDs), len(dls))
 	if len(acked) == 0 {
 		t.Fatal("no write was acknowledged; the harness tested nothing")
 	}
