@@ -35,3 +35,29 @@ func BenchmarkDownloadHTTP(b *testing.B) {
 		srv.Close()
 	}
 }
+
+// BenchmarkCandidates measures the scan every upstream result gets (when
+// artifact_download is offered): a structured result of 10,000 records with
+// a URL each, about 1 MB, and a 1 MB plain text result.
+func BenchmarkCandidates(b *testing.B) {
+	var recs []string
+	for i := range 10_000 {
+		recs = append(recs, fmt.Sprintf(`{"id":%d,"title":"record %d about binding","pdf_url":"https://example.org/papers/%d.pdf","score":0.%d}`, i, i, i, i))
+	}
+	structured := []byte(`{"content":[{"type":"text","text":"10000 records"}],"structuredContent":{"results":[` + strings.Join(recs, ",") + `]}}`)
+	text := []byte(fmt.Sprintf(`{"content":[{"type":"text","text":%q}]}`, strings.Repeat("plain words of a long answer ", 36_000)))
+	for _, c := range []struct {
+		name string
+		raw  []byte
+	}{{"structured1MB", structured}, {"text1MB", text}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.raw)))
+			for b.Loop() {
+				list, more := Candidates(c.raw)
+				if c.name == "structured1MB" && (len(list) != MaxCandidates || more != 10_000-MaxCandidates) {
+					b.Fatalf("%d candidates, %d more", len(list), more)
+				}
+			}
+		})
+	}
+}

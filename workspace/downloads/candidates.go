@@ -104,18 +104,25 @@ func Candidates(raw []byte) (list []Candidate, more int) {
 	}
 	seen := map[string]bool{}
 	walkURLs := func(doc json.RawMessage, root string) {
+		if !bytes.Contains(doc, []byte("http")) && !bytes.Contains(doc, []byte("HTTP")) {
+			return // no URL can be in it
+		}
 		var v any
 		dec := json.NewDecoder(bytes.NewReader(doc))
 		dec.UseNumber()
 		if dec.Decode(&v) != nil {
 			return
 		}
-		walk(v, root, func(where, s string) {
+		walk(v, root, func(where func() string, s string) {
 			if seen[s] {
 				return
 			}
 			seen[s] = true
-			add(Candidate{Kind: KindURL, URI: s, Name: nameOf(s), Where: where})
+			if len(list) == MaxCandidates {
+				more++ // counted, not described
+				return
+			}
+			add(Candidate{Kind: KindURL, URI: s, Name: nameOf(s), Where: where()})
 		})
 	}
 	if len(bytes.TrimSpace(res.Structured)) > 0 && string(bytes.TrimSpace(res.Structured)) != "null" {
@@ -129,31 +136,68 @@ func Candidates(raw []byte) (list []Candidate, more int) {
 }
 
 // walk calls fn for every string value of v that is a whole http(s) URL, in
-// a stable order (object keys sorted).
-func walk(v any, where string, fn func(where, s string)) {
-	switch x := v.(type) {
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			walk(x[k], where+"."+k, fn)
-		}
-	case []any:
-		for i, e := range x {
-			walk(e, fmt.Sprintf("%s[%d]", where, i), fn)
-		}
-	case string:
-		s := strings.TrimSpace(x)
-		if len(s) > 2048 || strings.ContainsAny(s, " \t\n") {
-			return
-		}
-		if u, err := url.Parse(s); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
-			fn(where, s)
+// a stable order (object keys sorted). The path is built only for matches:
+// a large result is mostly other values.
+func walk(v any, root string, fn func(where func() string, s string)) {
+	var path []any // string keys and int indexes below root
+	var visit func(v any)
+	visit = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				path = append(path, k)
+				visit(x[k])
+				path = path[:len(path)-1]
+			}
+		case []any:
+			for i, e := range x {
+				path = append(path, i)
+				visit(e)
+				path = path[:len(path)-1]
+			}
+		case string:
+			if isURL(x) {
+				fn(func() string { return render(root, path) }, strings.TrimSpace(x))
+			}
 		}
 	}
+	visit(v)
+}
+
+// isURL reports whether s is one whole http(s) URL with a host.
+func isURL(s string) bool {
+	s = strings.TrimSpace(s)
+	if len(s) < len("http://x") || len(s) > 2048 {
+		return false
+	}
+	if !strings.EqualFold(s[:7], "http://") && !strings.EqualFold(s[:8], "https://") {
+		return false
+	}
+	if strings.ContainsAny(s, " \t\n") {
+		return false
+	}
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+func render(root string, path []any) string {
+	var b strings.Builder
+	b.WriteString(root)
+	for _, p := range path {
+		switch x := p.(type) {
+		case string:
+			b.WriteByte('.')
+			b.WriteString(x)
+		case int:
+			fmt.Fprintf(&b, "[%d]", x)
+		}
+	}
+	return b.String()
 }
 
 type embedded struct {
