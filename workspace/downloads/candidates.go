@@ -46,6 +46,9 @@ type Candidate struct {
 // so the same result always yields the same IDs. more counts candidates
 // past MaxCandidates.
 func Candidates(raw []byte) (list []Candidate, more int) {
+	if !mayHoldURL(raw) && !bytes.Contains(raw, []byte(`"resource`)) {
+		return nil, 0 // most results: nothing to offer, and no need to decode
+	}
 	var res struct {
 		Content    []json.RawMessage `json:"content"`
 		Structured json.RawMessage   `json:"structuredContent"`
@@ -64,14 +67,14 @@ func Candidates(raw []byte) (list []Candidate, more int) {
 	var jsonTexts []json.RawMessage
 	for i, item := range res.Content {
 		var it struct {
-			Type     string    `json:"type"`
-			URI      string    `json:"uri"`
-			Name     string    `json:"name"`
-			Title    string    `json:"title"`
-			MimeType string    `json:"mimeType"`
-			Size     *int64    `json:"size"`
-			Text     string    `json:"text"`
-			Resource *embedded `json:"resource"`
+			Type     string          `json:"type"`
+			URI      string          `json:"uri"`
+			Name     string          `json:"name"`
+			Title    string          `json:"title"`
+			MimeType string          `json:"mimeType"`
+			Size     *int64          `json:"size"`
+			Text     json.RawMessage `json:"text"`
+			Resource *embedded       `json:"resource"`
 		}
 		if json.Unmarshal(item, &it) != nil {
 			continue
@@ -97,15 +100,23 @@ func Candidates(raw []byte) (list []Candidate, more int) {
 			}
 			add(Candidate{Kind: KindEmbedded, URI: it.Resource.URI, Name: nameOf(it.Resource.URI), MediaType: it.Resource.MimeType, Size: int64(len(data)), Where: where, content: i})
 		case "text":
-			if t := bytes.TrimSpace([]byte(it.Text)); len(t) > 0 && (t[0] == '{' || t[0] == '[') && json.Valid(t) {
-				jsonTexts = append(jsonTexts, t)
+			// Only a text that is a JSON document is searched, and only
+			// when there is no structuredContent: plain text is not even
+			// unescaped.
+			if !hasStructured(res.Structured) && looksJSON(it.Text) {
+				var t string
+				if json.Unmarshal(it.Text, &t) == nil {
+					if b := bytes.TrimSpace([]byte(t)); json.Valid(b) {
+						jsonTexts = append(jsonTexts, b)
+					}
+				}
 			}
 		}
 	}
 	seen := map[string]bool{}
 	walkURLs := func(doc json.RawMessage, root string) {
-		if !bytes.Contains(doc, []byte("http")) && !bytes.Contains(doc, []byte("HTTP")) {
-			return // no URL can be in it
+		if !mayHoldURL(doc) {
+			return
 		}
 		var v any
 		dec := json.NewDecoder(bytes.NewReader(doc))
@@ -125,7 +136,7 @@ func Candidates(raw []byte) (list []Candidate, more int) {
 			add(Candidate{Kind: KindURL, URI: s, Name: nameOf(s), Where: where()})
 		})
 	}
-	if len(bytes.TrimSpace(res.Structured)) > 0 && string(bytes.TrimSpace(res.Structured)) != "null" {
+	if hasStructured(res.Structured) {
 		walkURLs(res.Structured, "structuredContent")
 	} else {
 		for i, t := range jsonTexts {
@@ -275,4 +286,33 @@ func nameOf(uri string) string {
 		b = s
 	}
 	return b
+}
+
+func hasStructured(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && string(t) != "null"
+}
+
+// looksJSON reports whether a JSON string literal holds text that starts,
+// after white space, with { or [.
+func looksJSON(lit json.RawMessage) bool {
+	if len(lit) < 2 || lit[0] != '"' {
+		return false
+	}
+	for i := 1; i < len(lit); i++ {
+		switch c := lit[i]; {
+		case c == ' ':
+		case c == '\\' && i+1 < len(lit) && (lit[i+1] == 'n' || lit[i+1] == 't' || lit[i+1] == 'r'):
+			i++
+		default:
+			return c == '{' || c == '['
+		}
+	}
+	return false
+}
+
+// mayHoldURL is a fast test that rules out JSON with no URL at all: every
+// http(s) URL has "://" (written ":\/\/" when slashes are escaped).
+func mayHoldURL(doc []byte) bool {
+	return bytes.Contains(doc, []byte("://")) || bytes.Contains(doc, []byte(`:\/\/`))
 }

@@ -88,6 +88,14 @@ func TestCandidates(t *testing.T) {
 	if len(got) != MaxCandidates || more != 7 || got[MaxCandidates-1].ID != fmt.Sprintf("c%d", MaxCandidates) {
 		t.Errorf("cap: %d listed, %d more", len(got), more)
 	}
+	// Escaped slashes are still URLs; a result with no "://" is not decoded.
+	got, _ = Candidates([]byte(`{"content":[],"structuredContent":{"u":"https:\/\/example.org\/e.pdf"}}`))
+	if len(got) != 1 || got[0].URI != "https://example.org/e.pdf" {
+		t.Errorf("escaped slashes: %+v", got)
+	}
+	if got, _ := Candidates([]byte(`{"content":[{"type":"text","text":"{\"doi\":\"10.1/x\"}"}]}`)); got != nil {
+		t.Errorf("no URL: %+v", got)
+	}
 	if got, _ := Candidates([]byte(`not json`)); got != nil {
 		t.Errorf("garbage: %+v", got)
 	}
