@@ -246,9 +246,11 @@ func (s *Server) artifactDownload() toolkit.Tool {
 		if dest == "" {
 			dest = downloads.DefaultDir + "/"
 		}
-		what := cand.URI
+		// The name and URI come from the source: shown quoted and clipped,
+		// never as the message's own words.
+		what := fmt.Sprintf("%q", clipUntrusted(cand.URI))
 		if cand.Name != "" && !strings.HasSuffix(cand.URI, cand.Name) {
-			what = fmt.Sprintf("%s (%s)", cand.Name, cand.URI)
+			what = fmt.Sprintf("%q (%s)", clipUntrusted(cand.Name), what)
 		}
 		size := "size unknown"
 		if cand.Size > 0 {
@@ -335,3 +337,25 @@ func candidatesNote(cands []downloads.Candidate, more int, invID string) string 
 	}
 	return b.String()
 }
+
+// clipUntrusted shortens text from a source for a permission message and
+// drops control characters.
+func clipUntrusted(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+	if len(s) > maxUntrustedShown {
+		cut := maxUntrustedShown
+		for cut > 0 && (s[cut]&0xC0) == 0x80 {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+// maxUntrustedShown bounds a source's text quoted in a permission message.
+const maxUntrustedShown = 200

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -461,5 +462,19 @@ func TestArtifactDownloadRegistrationFails(t *testing.T) {
 	fp := call(t, c, "get_file_provenance", `{"path":"downloads/one-page.pdf"}`)
 	if fp.IsError || !strings.Contains(text(fp), "download") {
 		t.Fatalf("provenance of the unregistered file: %s", text(fp))
+	}
+}
+
+func TestClipUntrusted(t *testing.T) {
+	if got := clipUntrusted("a\nb\x1b[31mc\x7f"); got != "ab[31mc" {
+		t.Errorf("control characters: %q", got)
+	}
+	long := strings.Repeat("é", 150) // 300 bytes
+	got := clipUntrusted(long)
+	if !strings.HasSuffix(got, "…") || len(got) > maxUntrustedShown+len("…") || !utf8.ValidString(got) {
+		t.Errorf("clipped: %d bytes, valid %v", len(got), utf8.ValidString(got))
+	}
+	if got := clipUntrusted("papers://two-page"); got != "papers://two-page" {
+		t.Errorf("short text changed: %q", got)
 	}
 }
