@@ -43,7 +43,7 @@ type ArtifactDownloadIn struct {
 // ArtifactDownloadOut is artifact_download's structured result.
 type ArtifactDownloadOut struct {
 	ArtifactJobID   string              `json:"artifactJobId" jsonschema:"name this job in a later paper_extract_pdf call"`
-	State           string              `json:"state" jsonschema:"completed, failed, declined or cancelled"`
+	State           string              `json:"state" jsonschema:"completed; a download that did not complete is an error result that names its job and why"`
 	Permission      string              `json:"permission,omitempty" jsonschema:"user (asked through the client) or policy (the server's configuration)"`
 	Candidate       downloads.Candidate `json:"candidate"`
 	Path            string              `json:"path,omitempty"`
@@ -55,7 +55,6 @@ type ArtifactDownloadOut struct {
 	ArtifactID      string              `json:"artifact_id,omitempty"`
 	ArtifactName    string              `json:"artifact_name,omitempty"`
 	ArtifactVersion int                 `json:"artifact_version,omitempty"`
-	Error           string              `json:"error,omitempty"`
 }
 
 // addDownloads registers artifact_download when sources, the invocation
@@ -196,107 +195,122 @@ func (s *Server) artifactDownload() toolkit.Tool {
 			sc.Properties["mcpInvocationId"].MinLength = jsonschema.Ptr(1)
 			sc.Properties["candidateId"].MinLength = jsonschema.Ptr(1)
 		},
-	}, func(ctx context.Context, in ArtifactDownloadIn) (toolkit.Result[ArtifactDownloadOut], error) {
-		c := toolkit.CallerFrom(ctx)
-		inv, ok, err := s.invocations.Get(c.Owner, in.MCPInvocationID)
-		if err != nil {
-			return toolkit.Result[ArtifactDownloadOut]{}, err
-		}
-		if !ok {
-			return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("no MCP invocation %q in this session; use the mcpInvocationId that an mcp__<source>__<tool> result of this session named", in.MCPInvocationID)
-		}
-		if inv.Outcome != "ok" || len(inv.Result) == 0 {
-			return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("invocation %s (%s of source %s) did not succeed (%s), so it offered nothing to download", inv.ID, inv.Tool, inv.Source, inv.Outcome)
-		}
-		cands, _ := downloads.Candidates(inv.Result)
-		var cand *downloads.Candidate
-		var ids []string
-		for i := range cands {
-			ids = append(ids, cands[i].ID)
-			if cands[i].ID == strings.TrimSpace(in.CandidateID) {
-				cand = &cands[i]
-			}
-		}
-		if cand == nil {
-			if len(ids) == 0 {
-				return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("invocation %s offered nothing to download (no resource links, embedded resources or URLs in its result)", inv.ID)
-			}
-			return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("invocation %s has no candidate %q; its candidates are %s", inv.ID, in.CandidateID, strings.Join(ids, ", "))
-		}
-		svc := s.opts.Downloads
-		if err := svc.CheckDestination(in.DestinationPath); err != nil {
-			return toolkit.Result[ArtifactDownloadOut]{}, err
-		}
-		src := s.source(inv.Source)
-		req := downloads.Request{Owner: c.Owner, Session: c.Session, InvocationID: inv.ID, Source: inv.Source, Tool: inv.Tool,
-			Candidate: *cand, Result: inv.Result, Destination: in.DestinationPath}
-		if src != nil {
-			req.ReadResource = func(ctx context.Context, uri string) ([]byte, error) {
-				ctx, cancel := context.WithTimeout(ctx, ResourceReadTimeout)
-				defer cancel()
-				raw, err := src.ReadResource(ctx, uri)
-				if errors.Is(err, context.DeadlineExceeded) {
-					return nil, fmt.Errorf("the source did not answer resources/read within %s", ResourceReadTimeout)
-				}
-				return raw, err
-			}
-		}
+	}, s.downloadHandler)
+}
 
-		dest := in.DestinationPath
-		if dest == "" {
-			dest = downloads.DefaultDir + "/"
-		}
-		// The name and URI come from the source: shown quoted and clipped,
-		// never as the message's own words.
-		what := fmt.Sprintf("%q", clipUntrusted(cand.URI))
-		if cand.Name != "" && !strings.HasSuffix(cand.URI, cand.Name) {
-			what = fmt.Sprintf("%q (%s)", clipUntrusted(cand.Name), what)
-		}
-		size := "size unknown"
-		if cand.Size > 0 {
-			size = fmt.Sprintf("%d bytes", cand.Size)
-		}
-		d, err := s.askPermission(ctx, fmt.Sprintf("The model asks to download %s, offered by MCP source %q (tool %q), %s, into the workspace at %s and register it as a Project Artifact. The content is external and untrusted.", what, inv.Source, inv.Tool, size, dest))
-		if err != nil {
-			return toolkit.Result[ArtifactDownloadOut]{}, err
-		}
-		req.Permission = d.by
-		if c.Progress != nil {
-			req.Progress = func(received, total int64) {
-				c.Progress(float64(received), float64(total), fmt.Sprintf("%s: %d bytes received", cand.ID, received))
+// downloadHandler is artifact_download: resolve the candidate, ask, download,
+// report.
+func (s *Server) downloadHandler(ctx context.Context, in ArtifactDownloadIn) (toolkit.Result[ArtifactDownloadOut], error) {
+	c := toolkit.CallerFrom(ctx)
+	inv, cand, err := s.candidate(c.Owner, in.MCPInvocationID, in.CandidateID)
+	if err != nil {
+		return toolkit.Result[ArtifactDownloadOut]{}, err
+	}
+	svc := s.opts.Downloads
+	if err := svc.CheckDestination(in.DestinationPath); err != nil {
+		return toolkit.Result[ArtifactDownloadOut]{}, err
+	}
+	d, err := s.askPermission(ctx, permissionMessage(inv, cand, in.DestinationPath))
+	if err != nil {
+		return toolkit.Result[ArtifactDownloadOut]{}, err
+	}
+	req := downloads.Request{Owner: c.Owner, Session: c.Session, InvocationID: inv.ID, Source: inv.Source, Tool: inv.Tool,
+		Candidate: cand, Result: inv.Result, Destination: in.DestinationPath, Permission: d.by}
+	if src := s.source(inv.Source); src != nil {
+		req.ReadResource = func(ctx context.Context, uri string) ([]byte, error) {
+			ctx, cancel := context.WithTimeout(ctx, ResourceReadTimeout)
+			defer cancel()
+			raw, err := src.ReadResource(ctx, uri)
+			if errors.Is(err, context.DeadlineExceeded) {
+				return nil, fmt.Errorf("the source did not answer resources/read within %s", ResourceReadTimeout)
 			}
+			return raw, err
 		}
-		var job downloads.Job
-		if !d.granted {
-			job, err = svc.Decline(req, d.why)
-		} else {
-			job, err = svc.Download(ctx, req)
+	}
+	if c.Progress != nil {
+		req.Progress = func(received, total int64) {
+			c.Progress(float64(received), float64(total), fmt.Sprintf("%s: %d bytes received", cand.ID, received))
 		}
-		if err != nil {
-			return toolkit.Result[ArtifactDownloadOut]{}, err
+	}
+	var job downloads.Job
+	if d.granted {
+		job, err = svc.Download(ctx, req)
+	} else {
+		job, err = svc.Decline(req, d.why)
+	}
+	if err != nil {
+		return toolkit.Result[ArtifactDownloadOut]{}, err
+	}
+	return downloadResult(job)
+}
+
+// candidate finds an invocation of owner and one of its result's download
+// candidates, or says what the model can use instead.
+func (s *Server) candidate(owner, invocationID, candidateID string) (sources.Invocation, downloads.Candidate, error) {
+	inv, ok, err := s.invocations.Get(owner, invocationID)
+	switch {
+	case err != nil:
+		return inv, downloads.Candidate{}, err
+	case !ok:
+		return inv, downloads.Candidate{}, toolkit.Errorf("no MCP invocation %q in this session; use the mcpInvocationId that an mcp__<source>__<tool> result of this session named", invocationID)
+	case inv.Outcome != "ok" || len(inv.Result) == 0:
+		return inv, downloads.Candidate{}, toolkit.Errorf("invocation %s (%s of source %s) did not succeed (%s), so it offered nothing to download", inv.ID, inv.Tool, inv.Source, inv.Outcome)
+	}
+	cands, _ := downloads.Candidates(inv.Result)
+	var ids []string
+	for _, cd := range cands {
+		if cd.ID == strings.TrimSpace(candidateID) {
+			return inv, cd, nil
 		}
+		ids = append(ids, cd.ID)
+	}
+	if len(ids) == 0 {
+		return inv, downloads.Candidate{}, toolkit.Errorf("invocation %s offered nothing to download (no resource links, embedded resources or URLs in its result)", inv.ID)
+	}
+	return inv, downloads.Candidate{}, toolkit.Errorf("invocation %s has no candidate %q; its candidates are %s", inv.ID, candidateID, strings.Join(ids, ", "))
+}
+
+// permissionMessage is what the user is asked. The name and URI come from
+// the source: they are quoted and clipped, never the message's own words.
+func permissionMessage(inv sources.Invocation, cand downloads.Candidate, dest string) string {
+	if dest == "" {
+		dest = downloads.DefaultDir + "/"
+	}
+	what := fmt.Sprintf("%q", clipUntrusted(cand.URI))
+	if cand.Name != "" && !strings.HasSuffix(cand.URI, cand.Name) {
+		what = fmt.Sprintf("%q (%s)", clipUntrusted(cand.Name), what)
+	}
+	size := "size unknown"
+	if cand.Size > 0 {
+		size = fmt.Sprintf("%d bytes", cand.Size)
+	}
+	return fmt.Sprintf("The model asks to download %s, offered by MCP source %q (tool %q), %s, into the workspace at %s and register it as a Project Artifact. The content is external and untrusted.",
+		what, inv.Source, inv.Tool, size, dest)
+}
+
+// downloadResult tells the model how a job ended and what it can do next.
+func downloadResult(job downloads.Job) (toolkit.Result[ArtifactDownloadOut], error) {
+	switch job.State {
+	case downloads.StateCompleted:
 		out := ArtifactDownloadOut{ArtifactJobID: job.ID, State: job.State, Permission: job.Permission, Candidate: job.Candidate, Path: job.Path,
 			Bytes: job.Bytes, SHA256: job.SHA256, MediaType: job.MediaType, FinalURL: job.FinalURL, RevisionID: job.RevisionID,
-			ArtifactID: job.ArtifactID, ArtifactName: job.ArtifactName, ArtifactVersion: job.ArtifactVersion, Error: job.Error}
-		switch job.State {
-		case downloads.StateCompleted:
-			text := fmt.Sprintf("Downloaded %s (%d bytes, %s, sha256 %s) to %s; registered as artifact %q version %d (%s). Job %s.",
-				cand.ID, job.Bytes, job.MediaType, job.SHA256, job.Path, job.ArtifactName, job.ArtifactVersion, job.ArtifactID, job.ID)
-			if job.MediaType == "application/pdf" {
-				text += fmt.Sprintf(" To read it, call paper_extract_pdf {\"artifactJobId\":%q} in your next turn.", job.ID)
-			}
-			return toolkit.Result[ArtifactDownloadOut]{Text: text, Data: out}, nil
-		case downloads.StateDeclined:
-			return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("Not downloaded: %s. Job %s is recorded as declined; do not retry unless the user asks", job.Error, job.ID)
-		case downloads.StateCancelled:
-			return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("Not downloaded: %s (job %s)", job.Error, job.ID)
+			ArtifactID: job.ArtifactID, ArtifactName: job.ArtifactName, ArtifactVersion: job.ArtifactVersion}
+		text := fmt.Sprintf("Downloaded %s (%d bytes, %s, sha256 %s) to %s; registered as artifact %q version %d (%s). Job %s.",
+			job.Candidate.ID, job.Bytes, job.MediaType, job.SHA256, job.Path, job.ArtifactName, job.ArtifactVersion, job.ArtifactID, job.ID)
+		if job.MediaType == "application/pdf" {
+			text += fmt.Sprintf(" To read it, call paper_extract_pdf {\"artifactJobId\":%q} in your next turn.", job.ID)
 		}
-		if job.Path != "" {
-			// Written, but not registered: the file stays, with its provenance.
-			return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("The download failed: %s (job %s). The file is at %s with its provenance; declare it with declare_artifact once the cause is fixed", job.Error, job.ID, job.Path)
-		}
-		return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("The download failed: %s (job %s). Nothing was written to the workspace", job.Error, job.ID)
-	})
+		return toolkit.Result[ArtifactDownloadOut]{Text: text, Data: out}, nil
+	case downloads.StateDeclined:
+		return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("Not downloaded: %s. Job %s is recorded as declined; do not retry unless the user asks", job.Error, job.ID)
+	case downloads.StateCancelled:
+		return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("Not downloaded: %s (job %s)", job.Error, job.ID)
+	}
+	if job.Path != "" {
+		// Written, but not registered: the file stays, with its provenance.
+		return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("The download failed: %s (job %s). The file is at %s with its provenance; declare it with declare_artifact once the cause is fixed", job.Error, job.ID, job.Path)
+	}
+	return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("The download failed: %s (job %s). Nothing was written to the workspace", job.Error, job.ID)
 }
 
 // source returns the configured source named name.
