@@ -12,6 +12,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/sciencediscovery/scimcp/toolkit"
 )
 
 const testToken = "0123456789abcdef0123456789abcdef"
@@ -256,4 +258,48 @@ func TestHTTPResumedSessionKeepsItsInitialize(t *testing.T) {
 		t.Fatalf("resumed call: %d %s", res.StatusCode, body)
 	}
 	check("after the restart")
+}
+
+// The deferred tools a session loaded with tool_search stay loaded when its
+// client resumes the session after a server restart.
+func TestHTTPResumedSessionKeepsPromotions(t *testing.T) {
+	deferPapers := func(o *Options) {
+		o.Groups = append(o.Groups, toolkit.GroupPapers)
+		o.DeferredGroups = []toolkit.Group{toolkit.GroupPapers}
+	}
+	e := newEnv(t, deferPapers)
+	serve := func() (*httptest.Server, func()) {
+		h, closeSessions := e.srv.HTTPHandler(HTTPOptions{})
+		ts := httptest.NewServer(h)
+		return ts, func() { closeSessions(context.Background()); ts.Close() }
+	}
+	ts, stop := serve()
+	res := post(t, ts.URL+EndpointPath, "", initBody, nil)
+	sid := res.Header.Get("Mcp-Session-Id")
+	io.ReadAll(res.Body)
+	hdr := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"}
+	io.ReadAll(post(t, ts.URL+EndpointPath, "", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, hdr).Body)
+	fullSchema := func(ts *httptest.Server) bool {
+		t.Helper()
+		body, _ := io.ReadAll(post(t, ts.URL+EndpointPath, "", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`, hdr).Body)
+		if !bytes.Contains(body, []byte(`"paper_extract_pdf"`)) {
+			t.Fatalf("paper_extract_pdf not listed: %s", body)
+		}
+		return bytes.Contains(body, []byte(`artifactJobId`))
+	}
+	if fullSchema(ts) {
+		t.Fatal("a deferred tool is listed with its parameters before tool_search")
+	}
+	io.ReadAll(post(t, ts.URL+EndpointPath, "", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"tool_search","arguments":{"query":"select:paper_extract_pdf"}}}`, hdr).Body)
+	if !fullSchema(ts) {
+		t.Fatal("tool_search did not load paper_extract_pdf")
+	}
+	stop()
+	e.stop()
+	e.start(t, deferPapers)
+	ts, stop = serve()
+	defer stop()
+	if !fullSchema(ts) {
+		t.Fatal("the resumed session lost the tools it had loaded")
+	}
 }

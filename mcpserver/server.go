@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -296,24 +297,47 @@ func (s *Server) sessionFromContext(ctx context.Context) *Session {
 	}
 	id := cs.SessionID()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if sess, ok := s.sessions[id]; ok {
+		s.mu.Unlock()
 		return sess
 	}
 	// A session resumed after a restart is served by mcp-go as a per-request
 	// session that is never registered; adopt it once its id validated.
-	if httpSessionPattern.MatchString(id) && s.ids.isLive(id) {
-		sess := &Session{ID: id, MCPID: id, Owner: id, Transport: "http", Started: time.Now().UTC()}
-		if s.opts.Store != nil {
-			// What its initialize declared, before the restart.
-			if prev, ok, err := s.opts.Store.GetSession(id); err == nil && ok {
-				sess.Started, sess.FormElicitation = prev.StartedAt, prev.FormElicitation
-			}
-		}
-		s.sessions[id] = sess
-		return sess
+	if !httpSessionPattern.MatchString(id) || !s.ids.isLive(id) {
+		s.mu.Unlock()
+		return nil
 	}
-	return nil
+	sess := &Session{ID: id, MCPID: id, Owner: id, Transport: "http", Started: time.Now().UTC()}
+	var promoted []string
+	if s.opts.Store != nil {
+		// What its initialize declared and which deferred tools it loaded,
+		// before the restart.
+		if prev, ok, err := s.opts.Store.GetSession(id); err == nil && ok {
+			sess.Started, sess.FormElicitation, promoted = prev.StartedAt, prev.FormElicitation, prev.Promoted
+		}
+	}
+	s.sessions[id] = sess
+	s.mu.Unlock()
+	if len(promoted) > 0 {
+		s.up.promote(id, promoted)
+	}
+	return sess
+}
+
+// recordPromotions keeps an HTTP session's promoted tools in its record, so
+// a client resuming the session after a restart sees the same tool list.
+func (s *Server) recordPromotions(sessionID string) {
+	if s.opts.Store == nil {
+		return
+	}
+	rec, ok, err := s.opts.Store.GetSession(sessionID)
+	if err != nil || !ok || rec.Transport != "http" {
+		return
+	}
+	s.up.mu.RLock()
+	rec.Promoted = slices.Sorted(maps.Keys(s.up.promoted[sessionID]))
+	s.up.mu.RUnlock()
+	s.record(rec)
 }
 
 // callMiddleware runs around every tool handler: it puts the caller into the

@@ -593,6 +593,7 @@ func (s *Server) toolSearch() toolkit.Tool {
 		u.mu.RUnlock()
 		if fresh := u.promote(c.Session, names); len(fresh) > 0 {
 			out.Promoted = fresh
+			s.recordPromotions(c.Session)
 			s.notifyToolsChanged(c.Session)
 		}
 		var b strings.Builder

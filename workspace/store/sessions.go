@@ -17,9 +17,12 @@ type Session struct {
 	// FormElicitation records that the client declared form elicitation
 	// at initialize (an HTTP client resuming after a restart does not
 	// initialize again).
-	FormElicitation bool       `json:"form_elicitation,omitempty"`
-	StartedAt       time.Time  `json:"started_at"`
-	EndedAt         *time.Time `json:"ended_at,omitempty"`
+	FormElicitation bool `json:"form_elicitation,omitempty"`
+	// Promoted lists the deferred tools tool_search loaded into the
+	// session (HTTP sessions, which clients resume after a restart).
+	Promoted  []string   `json:"promoted,omitempty"`
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
 }
 
 // PutSession records or updates a session.
