@@ -304,7 +304,7 @@ func downloadResult(job downloads.Job) (toolkit.Result[ArtifactDownloadOut], err
 	case downloads.StateDeclined:
 		return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("Not downloaded: %s. Job %s is recorded as declined; do not retry unless the user asks", job.Error, job.ID)
 	case downloads.StateCancelled:
-		return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("Not downloaded: %s (job %s)", job.Error, job.ID)
+		return toolkit.Result[ArtifactDownloadOut]{}, toolkit.Errorf("The download was cancelled: %s (job %s)", job.Error, job.ID)
 	}
 	if job.Path != "" {
 		// Written, but not registered: the file stays, with its provenance.

@@ -228,6 +228,8 @@ func (s *Service) Download(ctx context.Context, req Request) (Job, error) {
 	switch {
 	case err == nil:
 		j.State = StateCompleted
+	case ctx.Err() != nil && j.Path != "":
+		j.State, j.Error = StateCancelled, fmt.Sprintf("the call was cancelled after the file was written to %s (with its provenance) but before it was registered as an artifact", j.Path)
 	case ctx.Err() != nil:
 		j.State, j.Error = StateCancelled, "the call was cancelled before the download finished; nothing was written to the workspace"
 	default:
@@ -267,8 +269,10 @@ func (s *Service) run(ctx context.Context, req Request, j *Job) error {
 		if int64(len(data)) > s.max {
 			return refusef("the embedded resource is %d bytes, over the download cap of %d", len(data), s.max)
 		}
-		w, _ := io.MultiWriter(tmp, h).Write(data)
-		n = int64(w)
+		if _, err := io.MultiWriter(tmp, h).Write(data); err != nil {
+			return fmt.Errorf("storing the download: %w", err)
+		}
+		n = int64(len(data))
 	case isHTTP(c.URI):
 		if c.Size > s.max {
 			return refusef("%s is declared as %d bytes, over the download cap of %d; nothing was fetched", c.URI, c.Size, s.max)
@@ -305,8 +309,10 @@ func (s *Service) run(ctx context.Context, req Request, j *Job) error {
 		if int64(len(data)) > s.max {
 			return refusef("%s is %d bytes, over the download cap of %d", c.URI, len(data), s.max)
 		}
-		w, _ := io.MultiWriter(tmp, h).Write(data)
-		n = int64(w)
+		if _, err := io.MultiWriter(tmp, h).Write(data); err != nil {
+			return fmt.Errorf("storing the download: %w", err)
+		}
+		n = int64(len(data))
 	}
 	if err := tmp.Sync(); err != nil {
 		return err
