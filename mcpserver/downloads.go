@@ -134,8 +134,8 @@ func (s *Server) askPermission(ctx context.Context, message string) (decision, e
 	canAsk := false
 	if modern {
 		if round != nil {
-			if caps := round.req.Params.Meta.ClientCapabilities(); caps != nil && caps.Elicitation != nil {
-				canAsk = caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
+			if caps := round.req.Params.Meta.ClientCapabilities(); caps != nil {
+				canAsk = formElicitation(caps.Elicitation)
 			}
 		}
 	} else if sess := s.sessionFromContext(ctx); sess != nil {
@@ -352,23 +352,21 @@ func candidatesNote(cands []downloads.Candidate, more int, invID string) string 
 	return b.String()
 }
 
+// formElicitation reports whether declared elicitation capabilities include
+// form mode (an empty object means form, as before modes existed).
+func formElicitation(ec *mcp.ElicitationCapability) bool {
+	return ec != nil && (ec.Form != nil || ec.URL == nil)
+}
+
 // clipUntrusted shortens text from a source for a permission message and
 // drops control characters.
 func clipUntrusted(s string) string {
-	s = strings.Map(func(r rune) rune {
+	return clipUTF8(strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {
 			return -1
 		}
 		return r
-	}, s)
-	if len(s) > maxUntrustedShown {
-		cut := maxUntrustedShown
-		for cut > 0 && (s[cut]&0xC0) == 0x80 {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
+	}, s), maxUntrustedShown)
 }
 
 // maxUntrustedShown bounds a source's text quoted in a permission message.

@@ -212,17 +212,20 @@ func TestCheckListenAddr(t *testing.T) {
 	}
 }
 
+// serveHTTP serves e's current server over HTTP until stop; a restarted
+// server needs a new one.
+func serveHTTP(e *testEnv) (*httptest.Server, func()) {
+	h, closeSessions := e.srv.HTTPHandler(HTTPOptions{})
+	ts := httptest.NewServer(h)
+	return ts, func() { closeSessions(context.Background()); ts.Close() }
+}
+
 // An HTTP client that resumes its session after a server restart does not
 // initialize again; what its initialize declared (form elicitation, client
 // name) is kept.
 func TestHTTPResumedSessionKeepsItsInitialize(t *testing.T) {
 	e := newEnv(t, nil)
-	serve := func() (*httptest.Server, func()) {
-		h, closeSessions := e.srv.HTTPHandler(HTTPOptions{})
-		ts := httptest.NewServer(h)
-		return ts, func() { closeSessions(context.Background()); ts.Close() }
-	}
-	ts, stop := serve()
+	ts, stop := serveHTTP(e)
 	res := post(t, ts.URL+EndpointPath, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"asking-client","version":"7"}}}`, nil)
 	sid := res.Header.Get("Mcp-Session-Id")
 	if sid == "" {
@@ -251,7 +254,7 @@ func TestHTTPResumedSessionKeepsItsInitialize(t *testing.T) {
 	stop()
 	e.stop()
 	e.start(t, nil)
-	ts, stop = serve()
+	ts, stop = serveHTTP(e)
 	defer stop()
 	res = post(t, ts.URL+EndpointPath, "", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_files","arguments":{}}}`, hdr)
 	if body, _ := io.ReadAll(res.Body); res.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"result"`)) {
@@ -268,12 +271,7 @@ func TestHTTPResumedSessionKeepsPromotions(t *testing.T) {
 		o.DeferredGroups = []toolkit.Group{toolkit.GroupPapers}
 	}
 	e := newEnv(t, deferPapers)
-	serve := func() (*httptest.Server, func()) {
-		h, closeSessions := e.srv.HTTPHandler(HTTPOptions{})
-		ts := httptest.NewServer(h)
-		return ts, func() { closeSessions(context.Background()); ts.Close() }
-	}
-	ts, stop := serve()
+	ts, stop := serveHTTP(e)
 	res := post(t, ts.URL+EndpointPath, "", initBody, nil)
 	sid := res.Header.Get("Mcp-Session-Id")
 	io.ReadAll(res.Body)
@@ -297,7 +295,7 @@ func TestHTTPResumedSessionKeepsPromotions(t *testing.T) {
 	stop()
 	e.stop()
 	e.start(t, deferPapers)
-	ts, stop = serve()
+	ts, stop = serveHTTP(e)
 	defer stop()
 	if !fullSchema(ts) {
 		t.Fatal("the resumed session lost the tools it had loaded")

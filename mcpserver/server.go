@@ -491,7 +491,7 @@ func (s *Server) onRegister(ctx context.Context, cs server.ClientSession) {
 			rec.ClientName, rec.ClientVersion = info.Name, info.Version
 		}
 		if ec := ci.GetClientCapabilities().Elicitation; ec != nil {
-			sess.FormElicitation = ec.Form != nil || ec.URL == nil
+			sess.FormElicitation = formElicitation(ec)
 			rec.FormElicitation = sess.FormElicitation
 		}
 	}
@@ -510,8 +510,7 @@ func (s *Server) afterInitialize(ctx context.Context, _ any, req *mcp.Initialize
 	if sess == nil {
 		return
 	}
-	ec := req.Params.Capabilities.Elicitation
-	form := ec != nil && (ec.Form != nil || ec.URL == nil)
+	form := formElicitation(req.Params.Capabilities.Elicitation)
 	s.mu.Lock()
 	sess.FormElicitation = form
 	s.mu.Unlock()

@@ -262,14 +262,20 @@ func oneLine(s string) string {
 	if i := strings.Index(s, ". "); i >= 0 && i < oneLineMax {
 		s = s[:i+1]
 	}
-	if len(s) > oneLineMax {
-		cut := oneLineMax
-		for cut > 0 && (s[cut]&0xC0) == 0x80 {
-			cut--
-		}
-		s = s[:cut] + "…"
+	return clipUTF8(s, oneLineMax)
+}
+
+// clipUTF8 cuts s to at most max bytes, on a character boundary, and marks
+// the cut with "…".
+func clipUTF8(s string, max int) string {
+	if len(s) <= max {
+		return s
 	}
-	return s
+	cut := max
+	for cut > 0 && (s[cut]&0xC0) == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 func (u *upstreams) rebuildIndexLocked() {

@@ -411,16 +411,7 @@ func fileName(c Candidate, mediaType string) string {
 	if name == "" || strings.Contains(name, "/") {
 		name = nameOf(c.URI)
 	}
-	var b strings.Builder
-	for _, r := range name {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	name = strings.TrimLeft(b.String(), "._")
+	name = strings.TrimLeft(workspace.SafeName(name), "._")
 	if len(name) > MaxNameBytes {
 		ext := path.Ext(name)
 		if len(ext) > 16 {

@@ -363,19 +363,11 @@ func newRef() string {
 
 // safeName keeps a session id usable as one folder name.
 func safeName(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	if b.Len() == 0 || strings.Trim(b.String(), ".") == "" {
+	name := workspace.SafeName(s)
+	if name == "" || strings.Trim(name, ".") == "" {
 		return "session"
 	}
-	return b.String()
+	return name
 }
 
 func countLines(s string) int {
